@@ -1,0 +1,60 @@
+# HLP front door. CMake is the truth; these targets install, build, test, run and benchmark.
+#   make run    install deps, build, run the local sweep (jobs/local.ini) -> results/ -> report/
+#   make test   install deps, build, run the whole ctest suite (unit + MPI + end-to-end)
+#   make deps   apt-get install every Debian package HLP needs (only what is missing)
+#   make bench  build and run the benchmarks (communication, data, model, strategies)
+SHELL := /bin/bash
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
+
+# Every Debian package the project needs. libopenblas0-pthread is not optional: without it
+# Debian's libtorch runs every matmul on reference BLAS (~18x slower).
+DEB_PACKAGES := build-essential cmake make pkg-config git ccache \
+  libtorch-dev libopenblas0-pthread python3-torch \
+  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py \
+  libboost-program-options-dev catch2 nlohmann-json3-dev \
+  libsentencepiece-dev sentencepiece gnuplot-nox \
+  slurm-wlm munge procps
+
+# ccache with the shared LibTorch precompiled header
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
+export CCACHE_MAXSIZE := 5G
+
+.PHONY: all deps build test run bench clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "[deps] all $(words $(DEB_PACKAGES)) Debian packages present"; \
+	else \
+	  echo "[deps] installing:" $$missing; \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing \
+	    || { echo "[deps] apt-get install failed; install these by hand:" $$missing >&2; exit 1; }; \
+	fi
+
+$(BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: deps
+	$(MAKE) build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_FLAGS)
+
+run: deps
+	$(MAKE) build
+	@echo "[run] (the local sweep arrives with the Slurm/sweep work; see README)"
+
+bench: deps
+	$(MAKE) build
+	@if [ -x $(BUILD_DIR)/bin/hlp-bench ]; then $(BUILD_DIR)/bin/hlp-bench all; fi
+
+clean:
+	rm -rf $(BUILD_DIR)

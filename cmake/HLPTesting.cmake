@@ -1,0 +1,34 @@
+# Test helpers shared by every tests/<module>/CMakeLists.txt.
+include(Catch)
+
+# Sample data and tools that tests find through environment variables.
+set(HLP_TEST_ENV
+  "HLP_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+  "HLP_BIN_DIR=${HLP_BIN_DIR}"
+  "HLP_MPIEXEC=${HLP_MPIEXEC}"
+  "OMP_NUM_THREADS=1")
+
+# hlp_add_catch_test(NAME SOURCES a.cpp b.cpp LIBS x y [TORCH])
+# A Catch2 executable whose test cases ctest discovers one by one.
+function(hlp_add_catch_test name)
+  cmake_parse_arguments(ARG "TORCH" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES} "${CMAKE_SOURCE_DIR}/tests/catch_main.cpp")
+  target_link_libraries(${name} PRIVATE Catch2::Catch2 hlp::common ${ARG_LIBS})
+  if(ARG_TORCH)
+    target_link_libraries(${name} PRIVATE hlp::torch)
+    hlp_use_torch_pch(${name})
+  endif()
+  catch_discover_tests(${name} PROPERTIES ENVIRONMENT "${HLP_TEST_ENV}")
+endfunction()
+
+# hlp_add_mpi_test(NAME NP N COMMAND exe args... [TIMEOUT s])
+# Runs COMMAND under `mpiexec -n N` (real ranks, real MPI).
+function(hlp_add_mpi_test name)
+  cmake_parse_arguments(ARG "" "NP;TIMEOUT" "COMMAND" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_test(NAME ${name} COMMAND "${HLP_MPIEXEC}" -n ${ARG_NP} ${ARG_COMMAND})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ARG_NP}
+                       ENVIRONMENT "${HLP_TEST_ENV}" LABELS mpi)
+endfunction()

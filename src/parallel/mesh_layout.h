@@ -1,0 +1,49 @@
+#pragma once
+// Pure arithmetic of the dp x pp x tp device mesh (no MPI, no LibTorch), so data, metrics and
+// tests can compute coordinates without a communicator.
+//
+// Placement (Megatron's order): tp is innermost, then pp, then dp:
+//   world_rank = (dp_index * pp + pp_index) * tp + tp_index
+// so tensor-parallel partners are neighbouring ranks (same node, fastest links) and a
+// data-parallel group strides by pp * tp.
+#include "common/error.h"
+
+namespace hlp::parallel {
+
+struct MeshShape {
+  int dp = 1;
+  int pp = 1;
+  int tp = 1;
+  int world() const { return dp * pp * tp; }
+};
+
+struct MeshCoord {
+  int dp = 0;
+  int pp = 0;
+  int tp = 0;
+};
+
+// Resolves dp from the world size and the requested tp and pp; throws UserError naming the
+// numbers when the world size is not a multiple of tp * pp.
+inline MeshShape make_mesh_shape(int world_size, int tp, int pp) {
+  if (tp < 1) throw user_error("--tp must be >= 1 (got ", tp, ")");
+  if (pp < 1) throw user_error("--pp must be >= 1 (got ", pp, ")");
+  if (world_size % (tp * pp) != 0)
+    throw user_error("world size ", world_size, " is not divisible by tp (", tp, ") x pp (", pp,
+                     ") = ", tp * pp, "; launch a multiple of ", tp * pp, " ranks");
+  return MeshShape{world_size / (tp * pp), pp, tp};
+}
+
+inline MeshCoord mesh_coord(const MeshShape& shape, int world_rank) {
+  MeshCoord c;
+  c.tp = world_rank % shape.tp;
+  c.pp = (world_rank / shape.tp) % shape.pp;
+  c.dp = world_rank / (shape.tp * shape.pp);
+  return c;
+}
+
+inline int mesh_rank(const MeshShape& shape, const MeshCoord& c) {
+  return (c.dp * shape.pp + c.pp) * shape.tp + c.tp;
+}
+
+}  // namespace hlp::parallel
