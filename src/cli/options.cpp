@@ -1,0 +1,256 @@
+#include "cli/options.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace po = boost::program_options;
+
+namespace hlp::cli {
+namespace {
+
+std::string format_value(const std::string& v) { return v; }
+std::string format_value(bool v) { return v ? "true" : "false"; }
+std::string format_value(double v) {
+  std::ostringstream os;
+  os << std::setprecision(std::numeric_limits<double>::max_digits10) << v;
+  std::string s = os.str();
+  // keep INI readable: 0.001 rather than 0.0010000000000000000208
+  std::ostringstream shortest;
+  shortest << std::setprecision(15) << v;
+  return std::stod(shortest.str()) == v ? shortest.str() : s;
+}
+template <typename T>
+std::string format_value(T v) {
+  return std::to_string(v);
+}
+
+// One table of options: registers each with Boost and remembers how to print it back.
+class OptionTable {
+ public:
+  explicit OptionTable(train::TrainConfig& config) : config_(config) {}
+
+  template <typename T>
+  void add(po::options_description& group, const char* name, T train::TrainConfig::*field,
+           const char* help) {
+    T* target = &(config_.*field);
+    group.add_options()(name, po::value<T>(target)->default_value(*target, format_value(*target)),
+                        help);
+    printers_.push_back([name, field](const train::TrainConfig& c) {
+      return std::string(name) + " = " + format_value(c.*field);
+    });
+  }
+
+  void add_flag(po::options_description& group, const char* name,
+                bool train::TrainConfig::*field, const char* help) {
+    bool* target = &(config_.*field);
+    group.add_options()(name,
+                        po::value<bool>(target)
+                            ->default_value(*target, format_value(*target))
+                            ->implicit_value(true, "true"),
+                        help);
+    printers_.push_back([name, field](const train::TrainConfig& c) {
+      return std::string(name) + " = " + format_value(c.*field);
+    });
+  }
+
+  std::string ini(const train::TrainConfig& c) const {
+    std::string out;
+    for (const auto& p : printers_) out += p(c) + "\n";
+    return out;
+  }
+
+ private:
+  train::TrainConfig& config_;
+  std::vector<std::function<std::string(const train::TrainConfig&)>> printers_;
+};
+
+struct Descriptions {
+  po::options_description visible{"hlp-train options", 100};
+  po::options_description command_only{"Command", 100};
+};
+
+void describe(OptionTable& t, Descriptions& d) {
+  using C = train::TrainConfig;
+  po::options_description par("Parallelism (world size comes from mpiexec / srun)", 100);
+  t.add(par, "strategy", &C::strategy,
+        "single | ddp | fsdp | fsdp2 | pp | tp. ddp/fsdp/fsdp2 compose with --tp/--pp; "
+        "the data-parallel size is what remains of the world size");
+  t.add(par, "tp", &C::tp, "tensor-parallel size (innermost mesh axis)");
+  t.add(par, "pp", &C::pp, "pipeline-parallel size");
+  t.add(par, "pp-split", &C::pp_split,
+        "pipeline stage split: uniform (layer count) | params (trainable parameter count, as "
+        "DeepSpeed) | balanced (per-layer cost model) | L0,L1,... (first layer of each stage)");
+  t.add(par, "pp-schedule", &C::pp_schedule, "pipeline schedule: gpipe | 1f1b");
+  t.add(par, "micro-batches", &C::micro_batches,
+        "micro-batches per step per data-parallel rank (M); 0 = global-batch / (dp * micro-batch)");
+  t.add(par, "bucket-mb", &C::bucket_mb, "DDP gradient bucket size in MiB");
+  t.add(par, "comm-timeout-s", &C::comm_timeout_s,
+        "seconds a collective may wait for its peers before the job aborts with an error");
+
+  po::options_description model("Model", 100);
+  t.add(model, "model", &C::model,
+        "preset: tiny | small | jet-nemotron-2b | jet-nemotron-4b | gpt2-large");
+  t.add(model, "pattern", &C::pattern,
+        "layer pattern overriding the preset, one letter a layer: G gated-delta linear, "
+        "A full attention, S sliding-window attention (e.g. GGGAGGGS)");
+  t.add(model, "gdn-mode", &C::gdn_mode,
+        "Gated DeltaNet core: chunked (parallel, default) | recurrent (token-by-token reference)");
+  t.add_flag(model, "activation-checkpointing", &C::activation_checkpointing,
+             "recompute each block's activations in backward instead of storing them");
+
+  po::options_description ft("Finetuning", 100);
+  t.add(ft, "lora-rank", &C::lora_rank, "LoRA rank r; 0 = full finetune (every weight trains)");
+  t.add(ft, "lora-alpha", &C::lora_alpha, "LoRA alpha (adapter scale alpha / r)");
+  t.add(ft, "lora-dropout", &C::lora_dropout, "dropout on the adapter input");
+  t.add(ft, "lora-targets", &C::lora_targets,
+        "comma-separated module-name suffixes that get adapters (PEFT-style), or re:REGEX");
+
+  po::options_description data("Data", 100);
+  t.add(data, "data", &C::data,
+        "training text: a file, a directory or a glob of .txt (blank-line separated documents) "
+        "and .jsonl files; default: the sample corpus shipped in datasets/sample");
+  t.add(data, "jsonl-field", &C::jsonl_field, "field of each .jsonl object holding the text");
+  t.add(data, "tokenizer", &C::tokenizer, "byte (no files needed) | FILE.model (SentencePiece)");
+  t.add(data, "loader-threads", &C::loader_threads, "tokenizer threads per rank");
+  t.add(data, "queue-depth", &C::queue_depth, "packed sequences buffered ahead per rank");
+  t.add(data, "seq-len", &C::seq_len, "tokens per sequence (T)");
+  t.add(data, "micro-batch", &C::micro_batch, "sequences per micro-batch per data-parallel rank (B)");
+  t.add(data, "global-batch", &C::global_batch,
+        "sequences per optimizer step over all ranks (G = dp * B * micro-batches)");
+
+  po::options_description run("Run", 100);
+  t.add(run, "steps", &C::steps, "optimizer steps");
+  t.add(run, "warmup-steps", &C::warmup_steps, "linear LR warm-up steps, then cosine decay");
+  t.add(run, "lr", &C::lr, "peak learning rate (AdamW)");
+  t.add(run, "min-lr-ratio", &C::min_lr_ratio, "final LR as a fraction of --lr");
+  t.add(run, "weight-decay", &C::weight_decay, "AdamW weight decay");
+  t.add(run, "grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 = off");
+  t.add(run, "precision", &C::precision,
+        "fp32 | bf16 (bf16 compute, fp32 master weights, fp32 gradient reduction and Adam state)");
+  t.add(run, "seed", &C::seed, "seed for weights, LoRA init, data order and dropout");
+  t.add(run, "threads", &C::threads, "intra-op (LibTorch) threads per rank");
+  t.add(run, "eval-every", &C::eval_every, "evaluation loss every K steps; 0 = off");
+  t.add(run, "out", &C::out, "result file (HDF5) to write; empty = none");
+  t.add(run, "flush-every", &C::flush_every, "flush the result file every K steps");
+  t.add_flag(run, "trace", &C::trace, "record trace events (compute / comm / data lanes)");
+  t.add(run, "checkpoint-dir", &C::checkpoint_dir, "directory for checkpoints; empty = none");
+  t.add(run, "checkpoint-every", &C::checkpoint_every,
+        "checkpoint every K steps (0 = only on SIGTERM/SIGUSR1 and at the end)");
+  t.add_flag(run, "resume", &C::resume, "resume from the newest checkpoint in --checkpoint-dir");
+
+  d.command_only.add_options()("help,h", "print this help and exit")(
+      "config", po::value<std::string>(), "read options from this INI file (command line wins)")(
+      "print-config", "print the resolved configuration as INI and exit");
+  d.visible.add(d.command_only).add(par).add(model).add(ft).add(data).add(run);
+}
+
+bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
+  for (const char* c : choices)
+    if (v == c) return true;
+  return false;
+}
+
+void require_positive(const char* name, long long v) {
+  if (v < 1) throw user_error("--", name, " must be >= 1 (got ", v, ")");
+}
+
+}  // namespace
+
+void validate(const train::TrainConfig& c) {
+  if (!one_of(c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp"}))
+    throw user_error("--strategy: unknown value '", c.strategy,
+                     "'; choose single, ddp, fsdp, fsdp2, pp or tp");
+  if (!one_of(c.pp_schedule, {"gpipe", "1f1b"}))
+    throw user_error("--pp-schedule: unknown value '", c.pp_schedule, "'; choose gpipe or 1f1b");
+  if (!one_of(c.gdn_mode, {"chunked", "recurrent"}))
+    throw user_error("--gdn-mode: unknown value '", c.gdn_mode, "'; choose chunked or recurrent");
+  if (!one_of(c.precision, {"fp32", "bf16"}))
+    throw user_error("--precision: unknown value '", c.precision, "'; choose fp32 or bf16");
+  require_positive("tp", c.tp);
+  require_positive("pp", c.pp);
+  require_positive("seq-len", c.seq_len);
+  require_positive("micro-batch", c.micro_batch);
+  require_positive("global-batch", c.global_batch);
+  require_positive("steps", c.steps);
+  require_positive("threads", c.threads);
+  require_positive("loader-threads", c.loader_threads);
+  require_positive("queue-depth", c.queue_depth);
+  require_positive("flush-every", c.flush_every);
+  if (c.micro_batches < 0)
+    throw user_error("--micro-batches must be >= 0 (got ", c.micro_batches, ")");
+  if (c.lora_rank < 0) throw user_error("--lora-rank must be >= 0 (got ", c.lora_rank, ")");
+  if (c.lora_dropout < 0 || c.lora_dropout >= 1)
+    throw user_error("--lora-dropout must be in [0, 1) (got ", c.lora_dropout, ")");
+  if (!(c.lr > 0)) throw user_error("--lr must be > 0 (got ", c.lr, ")");
+  if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1)
+    throw user_error("--min-lr-ratio must be in [0, 1] (got ", c.min_lr_ratio, ")");
+  if (c.grad_clip < 0) throw user_error("--grad-clip must be >= 0 (got ", c.grad_clip, ")");
+  if (c.warmup_steps < 0) throw user_error("--warmup-steps must be >= 0 (got ", c.warmup_steps, ")");
+  if (!(c.bucket_mb > 0)) throw user_error("--bucket-mb must be > 0 (got ", c.bucket_mb, ")");
+  if (!(c.comm_timeout_s > 0))
+    throw user_error("--comm-timeout-s must be > 0 (got ", c.comm_timeout_s, ")");
+  if (c.strategy == "single" && (c.tp > 1 || c.pp > 1))
+    throw user_error("--strategy single runs on one rank; use ddp/fsdp/fsdp2 with --tp/--pp, or "
+                     "--strategy tp / pp");
+  if (c.resume && c.checkpoint_dir.empty())
+    throw user_error("--resume needs --checkpoint-dir");
+}
+
+ParsedArgs parse_train_args(int argc, const char* const* argv) {
+  ParsedArgs parsed;
+#ifdef HLP_DEFAULT_DATA
+  parsed.config.data = HLP_DEFAULT_DATA;
+#endif
+  OptionTable table(parsed.config);
+  Descriptions d;
+  describe(table, d);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(d.visible).run(), vm);
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw user_error("--config: cannot read '", path, "' (no such file or not readable)");
+      try {
+        po::store(po::parse_config_file(in, d.visible, /*allow_unregistered=*/false), vm);
+      } catch (const po::error& e) {
+        throw user_error("--config ", path, ": ", e.what());
+      }
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw user_error(e.what(), " (see hlp-train --help)");
+  }
+  if (vm.count("help")) {
+    std::ostringstream os;
+    os << "hlp-train — one MPI-launched training job of HLP (Hybrid-LoRA Parallel).\n"
+          "Runs one parallel strategy on a hybrid-attention LM with LoRA, streams and tokenizes\n"
+          "text lazily, and writes metrics and traces into one HDF5 result file.\n\n"
+          "Usage: mpiexec -n N hlp-train [--config FILE.ini] [options]\n"
+          "Every option may also be given in the INI file as `name = value`.\n\n"
+       << d.visible;
+    parsed.action = Action::Help;
+    parsed.help_text = os.str();
+    return parsed;
+  }
+  if (vm.count("print-config")) parsed.action = Action::PrintConfig;
+  validate(parsed.config);
+  return parsed;
+}
+
+std::string to_ini(const train::TrainConfig& config) {
+  train::TrainConfig scratch;
+  OptionTable table(scratch);
+  Descriptions d;
+  describe(table, d);
+  return "# hlp-train resolved configuration\n" + table.ini(config);
+}
+
+}  // namespace hlp::cli

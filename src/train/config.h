@@ -1,0 +1,61 @@
+#pragma once
+// The resolved configuration of one hlp-train job. Plain data: filled by the CLI (src/cli),
+// read by the trainer and strategies, printed back as INI into every result file.
+#include <cstdint>
+#include <string>
+
+namespace hlp::train {
+
+struct TrainConfig {
+  // parallelism
+  std::string strategy = "single";  // single|ddp|fsdp|fsdp2|pp|tp
+  int tp = 1;                       // tensor-parallel size (composes with a dp strategy)
+  int pp = 1;                       // pipeline-parallel size
+  std::string pp_split = "balanced";  // uniform|params|balanced|L0,L1,...
+  std::string pp_schedule = "1f1b";   // gpipe|1f1b
+  int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
+  double bucket_mb = 25.0;            // DDP gradient bucket size
+  double comm_timeout_s = 300.0;
+
+  // model
+  std::string model = "tiny";
+  std::string pattern;              // overrides the preset's layer pattern when non-empty
+  std::string gdn_mode = "chunked";  // chunked|recurrent
+  bool activation_checkpointing = false;
+
+  // finetuning
+  int lora_rank = 8;  // 0 = full finetune
+  double lora_alpha = 16.0;
+  double lora_dropout = 0.0;
+  std::string lora_targets = "q_proj,k_proj,v_proj,o_proj";
+
+  // data
+  std::string data;                 // file, directory or glob of .txt / .jsonl
+  std::string jsonl_field = "text";
+  std::string tokenizer = "byte";   // byte | FILE.model (SentencePiece)
+  int loader_threads = 2;
+  int queue_depth = 8;
+  int seq_len = 128;
+  int micro_batch = 4;              // B: sequences per micro-batch per data-parallel rank
+  int global_batch = 8;             // G: sequences per optimizer step, all ranks together
+
+  // run
+  int steps = 20;
+  int warmup_steps = 2;             // LR warm-up steps (linear), then cosine to min_lr_ratio
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;           // global gradient-norm clip; 0 = off
+  std::string precision = "fp32";   // fp32|bf16
+  uint64_t seed = 1234;
+  int threads = 1;                  // intra-op threads per rank
+  int eval_every = 0;               // 0 = no eval loss
+  std::string out;                  // result file (.h5); empty = no result file
+  int flush_every = 5;              // result-file flush period in steps
+  bool trace = true;                // record trace events
+  std::string checkpoint_dir;       // empty = no checkpoints
+  int checkpoint_every = 0;         // 0 = only on signal / at the end
+  bool resume = false;
+};
+
+}  // namespace hlp::train

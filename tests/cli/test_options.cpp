@@ -1,0 +1,101 @@
+// hlp-train's option parsing: defaults, INI files, precedence, round trip and errors.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "common/error.h"
+
+using hlp::cli::Action;
+using hlp::cli::parse_train_args;
+
+namespace {
+
+hlp::cli::ParsedArgs parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "hlp-train");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_train_args(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string path = "/tmp/hlp_test_cli_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const hlp::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("defaults parse and validate", "[cli]") {
+  auto p = parse({});
+  CHECK(p.action == Action::Train);
+  CHECK(p.config.strategy == "single");
+  CHECK(p.config.lora_rank == 8);
+  CHECK(p.config.data.find("datasets/sample/corpus.txt") != std::string::npos);
+}
+
+TEST_CASE("command line values reach the config", "[cli]") {
+  auto p = parse({"--strategy", "fsdp2", "--tp", "2", "--seq-len", "512", "--lr", "3e-4",
+                  "--activation-checkpointing", "--pattern", "GGAS"});
+  CHECK(p.config.strategy == "fsdp2");
+  CHECK(p.config.tp == 2);
+  CHECK(p.config.seq_len == 512);
+  CHECK(p.config.lr == Approx(3e-4));
+  CHECK(p.config.activation_checkpointing);
+  CHECK(p.config.pattern == "GGAS");
+}
+
+TEST_CASE("INI file is read and the command line wins", "[cli]") {
+  auto ini = write_temp("a.ini", "strategy = ddp\nseq-len = 64\nsteps = 7\n# comment\n");
+  auto p = parse({"--config", ini, "--seq-len", "32"});
+  CHECK(p.config.strategy == "ddp");
+  CHECK(p.config.steps == 7);
+  CHECK(p.config.seq_len == 32);
+}
+
+TEST_CASE("print-config round-trips through --config", "[cli]") {
+  auto first = parse({"--strategy", "pp", "--pp", "2", "--pp-split", "0,3", "--lr", "0.001",
+                      "--lora-alpha", "32", "--resume", "--checkpoint-dir", "/tmp/ck",
+                      "--print-config"});
+  CHECK(first.action == Action::PrintConfig);
+  auto ini = write_temp("round.ini", hlp::cli::to_ini(first.config));
+  auto second = parse({"--config", ini});
+  CHECK(hlp::cli::to_ini(second.config) == hlp::cli::to_ini(first.config));
+  CHECK(second.config.pp_split == "0,3");
+  CHECK(second.config.resume);
+}
+
+TEST_CASE("help is an action, not an error", "[cli]") {
+  auto p = parse({"--help"});
+  CHECK(p.action == Action::Help);
+  CHECK(p.help_text.find("--strategy") != std::string::npos);
+  CHECK(p.help_text.find("--lora-rank") != std::string::npos);
+}
+
+TEST_CASE("errors name the option and the problem", "[cli]") {
+  CHECK_THAT(error_of({"--no-such-option"}), Catch::Contains("no-such-option"));
+  CHECK_THAT(error_of({"--tp", "two"}), Catch::Contains("tp"));
+  CHECK_THAT(error_of({"--strategy", "zero"}), Catch::Contains("--strategy") &&
+                                                  Catch::Contains("zero"));
+  CHECK_THAT(error_of({"--seq-len", "0"}), Catch::Contains("--seq-len"));
+  CHECK_THAT(error_of({"--config", "/nonexistent/x.ini"}), Catch::Contains("/nonexistent/x.ini"));
+  CHECK_THAT(error_of({"--config", write_temp("bad.ini", "colour = red\n")}),
+             Catch::Contains("colour"));
+  CHECK_THAT(error_of({"--config", write_temp("badv.ini", "steps = many\n")}),
+             Catch::Contains("steps"));
+  CHECK_THAT(error_of({"--resume"}), Catch::Contains("--checkpoint-dir"));
+  CHECK_THAT(error_of({"--strategy", "single", "--tp", "2"}), Catch::Contains("single"));
+  // a valid configuration gives no error at all
+  CHECK(error_of({"--strategy", "ddp"}).empty());
+}
