@@ -1,0 +1,56 @@
+#pragma once
+// What a result file says about the run, the model and the pipeline, as plain structs.
+// The writer takes them in, the reader gives them back (docs/results-schema.md: where each
+// field lives in the file).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "metrics/recorder.h"
+
+namespace hlp::metrics {
+
+// Run description. Every field is taken from rank 0 except `clock`, which is gathered from all.
+struct RunInfo {
+  std::string strategy = "single";  // canonical composite name, e.g. "fsdp2+tp2"
+  std::string backend = "mpi";      // "mpi" | "nccl"
+  std::string device = "cpu";       // "cpu" | "cuda:NVIDIA H100 80GB HBM3" ...
+  std::array<int64_t, 3> mesh{1, 1, 1};  // dp, pp, tp
+  std::string config_ini;           // the whole resolved configuration
+  std::string libtorch_version;     // libtorch_version() (torch_info.h) when linked with torch
+  int64_t threads_per_rank = 1;     // intra-op threads
+  double peak_flops_per_device = 0.0;  // FLOP/s the MFU divides by
+  std::string peak_flops_source;       // how that peak was obtained (measured sgemm / table)
+  ClockAlignment clock;             // this rank's (Recorder::clock())
+};
+
+struct ModelInfo {
+  std::string name;                // preset ("tiny") or "custom"
+  std::string pattern;             // layer pattern, e.g. "GGGAGGGS"
+  int64_t params_total = 0;
+  int64_t params_trainable = 0;
+  double flops_per_token = 0.0;           // model-FLOPs convention (6N + mixing)
+  double flops_per_token_executed = 0.0;  // FLOPs actually run (LoRA: 4N frozen + 6 adapters)
+  std::string flops_convention = "model: 6N + attention/GDN mixing; executed: 4N frozen + 6N trainable + mixing";
+  // params held by each rank (index = world rank); filled from every rank's `params_local`.
+  std::vector<int64_t> params_per_rank;
+};
+
+struct PipelineInfo {
+  std::vector<int64_t> stage_first_layer;     // [pp]: first layer index of each stage
+  std::vector<double> stage_cost;             // [pp]: predicted cost (model units)
+  std::vector<double> stage_cost_measured_s;  // [pp]: measured seconds per step (may be empty)
+  double bubble_fraction = 0.0;               // measured idle fraction of wall time
+  double bubble_fraction_theory = 0.0;        // (p - 1) / (m + p - 1)
+  std::string schedule;                       // "gpipe" | "1f1b"
+  std::string split;                          // "uniform" | "params" | "balanced" | "L0,L1,..."
+  int64_t micro_batches = 0;
+};
+
+struct WriterOptions {
+  int flush_every_steps = 10;               // K: append() flushes collectively every K steps
+  std::vector<std::string> extra_metrics;   // step metrics beyond schema::kStepMetrics
+};
+
+}  // namespace hlp::metrics

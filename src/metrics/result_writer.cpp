@@ -1,0 +1,462 @@
+// Parallel HDF5 writer. Layout and names: schema.h and docs/results-schema.md.
+// Collective rules followed here: attributes are written by all ranks with rank 0's values
+// (broadcast first); dataset creation and H5Dset_extent are called by all ranks with the same
+// sizes; every H5Dwrite is a collective transfer in which ranks without data select nothing.
+#include "metrics/result_writer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "common/error.h"
+#include "hlp/version.h"
+#include "metrics/h5_util.h"
+#include "metrics/schema.h"
+#include "metrics/trace_row.h"
+
+namespace hlp::metrics {
+
+namespace {
+
+void bcast_string(std::string& s, MPI_Comm comm) {
+  int64_t n = static_cast<int64_t>(s.size());
+  MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm);
+  s.resize(static_cast<size_t>(n));
+  if (n > 0) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm);
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, static_cast<size_t>(std::max(len, 0)));
+  const size_t nl = s.find('\n');
+  if (nl != std::string::npos) s.resize(nl);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+// Every rank's host name, in rank order, comma separated.
+std::string gather_hosts(MPI_Comm comm, int world) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(static_cast<size_t>(world) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, comm);
+  std::string hosts;
+  for (int r = 0; r < world; ++r) {
+    if (r) hosts += ",";
+    hosts += std::string(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+  }
+  return hosts;
+}
+
+std::vector<double> gather_double(MPI_Comm comm, int world, double local) {
+  std::vector<double> all(static_cast<size_t>(world));
+  MPI_Allgather(&local, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, comm);
+  return all;
+}
+
+// Every rank throws the same UserError if any rank hit a problem (no rank left waiting).
+void agree_or_throw(MPI_Comm comm, const std::string& local_problem) {
+  int bad = local_problem.empty() ? 0 : 1;
+  int any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (!any) return;
+  if (bad) throw UserError(local_problem);
+  throw user_error("result writer: another rank reported an error (see its message)");
+}
+
+}  // namespace
+
+struct ResultWriter::State {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int world = 1;
+  std::string path;
+  WriterOptions options;
+  h5::Handle file;
+  h5::Handle xfer;  // collective transfer property list
+  std::vector<std::string> metrics;             // dataset names under /steps
+  std::map<std::string, h5::Handle> metric_ds;  // name -> /steps/<name>
+  h5::Handle step_index_ds;
+  std::vector<h5::Handle> trace_ds;   // [world]
+  std::vector<int64_t> trace_rows;    // rows written per rank
+  h5::Handle trace_type;
+  int64_t steps_written = 0;
+  std::vector<StepRecord> steps;      // buffered
+  std::vector<TraceEvent> events;     // buffered
+  bool finished = false;
+
+  // One collective write of `count` rows of `mem_type` data into a 1-D or 2-D slab of ds.
+  // Ranks with nothing to write pass count 0 (empty selection on both sides).
+  void write_slab(hid_t ds, hid_t mem_type, const void* data, int rank_dims, const hsize_t* start,
+                  const hsize_t* count, const std::string& what) {
+    h5::Handle fspace = h5::space(H5Dget_space(ds), what);
+    hsize_t n = 1;
+    for (int d = 0; d < rank_dims; ++d) n *= count[d];
+    const hsize_t mem_n = std::max<hsize_t>(n, 1);
+    h5::Handle mspace = h5::space(H5Screate_simple(1, &mem_n, nullptr), what);
+    if (n == 0) {
+      H5Sselect_none(fspace);
+      H5Sselect_none(mspace);
+    } else {
+      h5::check_status(
+          H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr), what);
+    }
+    static const char dummy[64] = {};
+    h5::check_status(H5Dwrite(ds, mem_type, mspace, fspace, xfer, data ? data : dummy), what);
+  }
+};
+
+ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo& info_in,
+                           const WriterOptions& options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  h5::silence_hdf5_errors();
+  s.comm = comm;
+  s.path = path;
+  s.options = options;
+  MPI_Comm_rank(comm, &s.rank);
+  MPI_Comm_size(comm, &s.world);
+  if (s.options.flush_every_steps < 1) s.options.flush_every_steps = 1;
+
+  // Metric list: the schema's, then the extras (deduplicated, order kept).
+  std::set<std::string> seen;
+  for (const char* m : schema::kStepMetrics) {
+    s.metrics.emplace_back(m);
+    seen.insert(m);
+  }
+  for (const auto& m : s.options.extra_metrics) {
+    if (m.empty() || m == "step" || m.find('/') != std::string::npos)
+      throw user_error("extra metric name '", m, "' is not usable as an HDF5 dataset name");
+    if (seen.insert(m).second) s.metrics.push_back(m);
+  }
+
+  // Rank 0's view of everything that goes into attributes.
+  RunInfo info = info_in;
+  std::string start_time = utc_now_iso8601();
+  double start_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string slurm_job = env_or_empty("SLURM_JOB_ID");
+  std::string slurm_array_job = env_or_empty("SLURM_ARRAY_JOB_ID");
+  std::string slurm_array_task = env_or_empty("SLURM_ARRAY_TASK_ID");
+  std::string mpi_version = mpi_library_version();
+  for (std::string* str : {&info.strategy, &info.backend, &info.device, &info.config_ini,
+                           &info.libtorch_version, &info.peak_flops_source, &start_time,
+                           &slurm_job, &slurm_array_job, &slurm_array_task, &mpi_version})
+    bcast_string(*str, comm);
+  MPI_Bcast(info.mesh.data(), 3, MPI_INT64_T, 0, comm);
+  MPI_Bcast(&info.threads_per_rank, 1, MPI_INT64_T, 0, comm);
+  MPI_Bcast(&info.peak_flops_per_device, 1, MPI_DOUBLE, 0, comm);
+  MPI_Bcast(&start_unix_s, 1, MPI_DOUBLE, 0, comm);
+  const std::string hosts = gather_hosts(comm, s.world);
+  const std::vector<double> offsets = gather_double(comm, s.world, info_in.clock.offset_s);
+  const std::vector<double> rtts = gather_double(comm, s.world, info_in.clock.rtt_s);
+
+  // Parent directory (rank 0), then the file (all).
+  std::string dir_problem;
+  if (s.rank == 0) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) dir_problem = "cannot create directory '" + parent.string() + "' for the result file: " +
+                          ec.message();
+  }
+  agree_or_throw(comm, dir_problem);
+
+  h5::Handle fapl = h5::plist(H5Pcreate(H5P_FILE_ACCESS), "file access list");
+  h5::check_status(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+  const hid_t fid = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  int created = fid >= 0 ? 1 : 0, all_created = 0;
+  MPI_Allreduce(&created, &all_created, 1, MPI_INT, MPI_MIN, comm);
+  if (!all_created) {
+    if (fid >= 0) H5Fclose(fid);
+    throw user_error("cannot create result file '", path,
+                     "': check that the directory is writable (--out)");
+  }
+  s.file = h5::Handle(fid, H5Fclose);
+  s.xfer = h5::plist(H5Pcreate(H5P_DATASET_XFER), "transfer list");
+  h5::check_status(H5Pset_dxpl_mpio(s.xfer, H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
+
+  // Root attributes.
+  const hid_t root = s.file.get();
+  h5::write_attr(root, schema::kAttrSchemaVersion, schema::kSchemaVersion);
+  h5::write_attr(root, schema::kAttrHlpVersion, std::string(hlp::kVersion));
+  h5::write_attr(root, schema::kAttrGitCommit, std::string(hlp::kGitCommit));
+  h5::write_attr(root, schema::kAttrComplete, int64_t{0});
+  h5::write_attr(root, schema::kAttrWorldSize, static_cast<int64_t>(s.world));
+  h5::write_attr(root, schema::kAttrMesh, std::vector<int64_t>(info.mesh.begin(), info.mesh.end()));
+  h5::write_attr(root, schema::kAttrStrategy, info.strategy);
+  h5::write_attr(root, schema::kAttrBackend, info.backend);
+  h5::write_attr(root, schema::kAttrDevice, info.device);
+  h5::write_attr(root, schema::kAttrConfig, info.config_ini);
+  h5::write_attr(root, schema::kAttrHosts, hosts);
+  h5::write_attr(root, schema::kAttrSlurmJobId, slurm_job);
+  h5::write_attr(root, schema::kAttrSlurmArrayJobId, slurm_array_job);
+  h5::write_attr(root, schema::kAttrSlurmArrayTaskId, slurm_array_task);
+  h5::write_attr(root, schema::kAttrTorchVersion, info.libtorch_version);
+  h5::write_attr(root, schema::kAttrMpiVersion, mpi_version);
+  h5::write_attr(root, schema::kAttrHdf5Version, h5::hdf5_version());
+  h5::write_attr(root, schema::kAttrStartTime, start_time);
+  h5::write_attr(root, schema::kAttrEndTime, std::string());
+  h5::write_attr(root, schema::kAttrStartUnixS, start_unix_s);
+  h5::write_attr(root, schema::kAttrThreadsPerRank, info.threads_per_rank);
+  h5::write_attr(root, schema::kAttrPeakFlopsPerDevice, info.peak_flops_per_device);
+  h5::write_attr(root, schema::kAttrPeakFlopsSource, info.peak_flops_source);
+  h5::write_attr(root, schema::kAttrFlushEvery, static_cast<int64_t>(s.options.flush_every_steps));
+  h5::write_attr(root, schema::kAttrClockOffsetS, offsets);
+  h5::write_attr(root, schema::kAttrClockRttS, rtts);
+
+  // /steps/<metric>: float64 [world, 0 -> unlimited], NaN where a rank reported nothing.
+  {
+    h5::Handle g = h5::group(H5Gcreate2(root, schema::kStepsGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                        H5P_DEFAULT), "create /steps");
+    const hsize_t chunk_steps = static_cast<hsize_t>(std::max(16, s.options.flush_every_steps));
+    const hsize_t dims[2] = {static_cast<hsize_t>(s.world), 0};
+    const hsize_t maxdims[2] = {static_cast<hsize_t>(s.world), H5S_UNLIMITED};
+    const hsize_t chunk[2] = {static_cast<hsize_t>(s.world), chunk_steps};
+    h5::Handle sp = h5::space(H5Screate_simple(2, dims, maxdims), "steps space");
+    h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "steps dcpl");
+    H5Pset_chunk(dcpl, 2, chunk);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &nan);
+    for (const auto& m : s.metrics) {
+      s.metric_ds.emplace(m, h5::dataset(H5Dcreate2(g, m.c_str(), H5T_IEEE_F64LE, sp, H5P_DEFAULT,
+                                                    dcpl, H5P_DEFAULT),
+                                         "create /steps/" + m));
+    }
+    const hsize_t dims1[1] = {0}, maxdims1[1] = {H5S_UNLIMITED}, chunk1[1] = {chunk_steps};
+    h5::Handle sp1 = h5::space(H5Screate_simple(1, dims1, maxdims1), "step index space");
+    h5::Handle dcpl1 = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "step index dcpl");
+    H5Pset_chunk(dcpl1, 1, chunk1);
+    s.step_index_ds = h5::dataset(H5Dcreate2(root, schema::kStepIndex, H5T_STD_I64LE, sp1,
+                                             H5P_DEFAULT, dcpl1, H5P_DEFAULT),
+                                  "create /steps/step");
+  }
+
+  // /trace/rank<N>: compound rows, 0 -> unlimited, one dataset per rank (created by all).
+  {
+    h5::Handle g = h5::group(H5Gcreate2(root, schema::kTraceGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                        H5P_DEFAULT), "create /trace");
+    s.trace_type = make_trace_row_type();
+    const hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
+    h5::Handle sp = h5::space(H5Screate_simple(1, dims, maxdims), "trace space");
+    h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "trace dcpl");
+    H5Pset_chunk(dcpl, 1, chunk);
+    for (int r = 0; r < s.world; ++r) {
+      const std::string name = "rank" + std::to_string(r);
+      s.trace_ds.push_back(h5::dataset(
+          H5Dcreate2(g, name.c_str(), s.trace_type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+          "create /trace/" + name));
+    }
+    s.trace_rows.assign(static_cast<size_t>(s.world), 0);
+  }
+  h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + path);
+}
+
+ResultWriter::~ResultWriter() = default;  // Handles close datasets, then the file
+
+void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) {
+  State& s = *state_;
+  ModelInfo m = model_in;
+  for (std::string* str : {&m.name, &m.pattern, &m.flops_convention}) bcast_string(*str, s.comm);
+  MPI_Bcast(&m.params_total, 1, MPI_INT64_T, 0, s.comm);
+  MPI_Bcast(&m.params_trainable, 1, MPI_INT64_T, 0, s.comm);
+  MPI_Bcast(&m.flops_per_token, 1, MPI_DOUBLE, 0, s.comm);
+  MPI_Bcast(&m.flops_per_token_executed, 1, MPI_DOUBLE, 0, s.comm);
+  std::vector<int64_t> per_rank(static_cast<size_t>(s.world));
+  MPI_Allgather(&params_local, 1, MPI_INT64_T, per_rank.data(), 1, MPI_INT64_T, s.comm);
+
+  const hid_t root = s.file.get();
+  h5::Handle g = h5::link_exists(root, schema::kModelGroup)
+                     ? h5::group(H5Gopen2(root, schema::kModelGroup, H5P_DEFAULT), "open /model")
+                     : h5::group(H5Gcreate2(root, schema::kModelGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                            H5P_DEFAULT), "create /model");
+  h5::write_attr(g, schema::kModelName, m.name);
+  h5::write_attr(g, schema::kPattern, m.pattern);
+  h5::write_attr(g, schema::kParamsTotal, m.params_total);
+  h5::write_attr(g, schema::kParamsTrainable, m.params_trainable);
+  h5::write_attr(g, schema::kFlopsPerToken, m.flops_per_token);
+  h5::write_attr(g, schema::kFlopsPerTokenExecuted, m.flops_per_token_executed);
+  h5::write_attr(g, schema::kFlopsConvention, m.flops_convention);
+  h5::write_attr(g, schema::kParamsPerRank, per_rank);
+  h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + s.path);
+}
+
+void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
+  State& s = *state_;
+  PipelineInfo p = p_in;
+  for (std::string* str : {&p.schedule, &p.split}) bcast_string(*str, s.comm);
+  auto bcast_vec = [&](auto& v, MPI_Datatype t) {
+    int64_t n = static_cast<int64_t>(v.size());
+    MPI_Bcast(&n, 1, MPI_INT64_T, 0, s.comm);
+    v.resize(static_cast<size_t>(n));
+    if (n > 0) MPI_Bcast(v.data(), static_cast<int>(n), t, 0, s.comm);
+  };
+  bcast_vec(p.stage_first_layer, MPI_INT64_T);
+  bcast_vec(p.stage_cost, MPI_DOUBLE);
+  bcast_vec(p.stage_cost_measured_s, MPI_DOUBLE);
+  MPI_Bcast(&p.bubble_fraction, 1, MPI_DOUBLE, 0, s.comm);
+  MPI_Bcast(&p.bubble_fraction_theory, 1, MPI_DOUBLE, 0, s.comm);
+  MPI_Bcast(&p.micro_batches, 1, MPI_INT64_T, 0, s.comm);
+
+  const hid_t root = s.file.get();
+  h5::Handle g =
+      h5::link_exists(root, schema::kPipelineGroup)
+          ? h5::group(H5Gopen2(root, schema::kPipelineGroup, H5P_DEFAULT), "open /pipeline")
+          : h5::group(H5Gcreate2(root, schema::kPipelineGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                 H5P_DEFAULT), "create /pipeline");
+  h5::write_attr(g, schema::kStageFirstLayer, p.stage_first_layer);
+  h5::write_attr(g, schema::kStageCost, p.stage_cost);
+  h5::write_attr(g, schema::kStageCostMeasured, p.stage_cost_measured_s);
+  h5::write_attr(g, schema::kBubbleFraction, p.bubble_fraction);
+  h5::write_attr(g, schema::kBubbleFractionTheory, p.bubble_fraction_theory);
+  h5::write_attr(g, schema::kSchedule, p.schedule);
+  h5::write_attr(g, schema::kSplit, p.split);
+  h5::write_attr(g, schema::kMicroBatches, p.micro_batches);
+  h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + s.path);
+}
+
+void ResultWriter::append_step(const StepRecord& row) { state_->steps.push_back(row); }
+
+void ResultWriter::append_events(std::vector<TraceEvent> events) {
+  auto& buf = state_->events;
+  if (buf.empty()) {
+    buf = std::move(events);
+  } else {
+    buf.insert(buf.end(), std::make_move_iterator(events.begin()),
+               std::make_move_iterator(events.end()));
+  }
+}
+
+void ResultWriter::append(Recorder& recorder) {
+  for (auto& row : recorder.take_steps()) append_step(row);
+  append_events(recorder.take_events());
+  if (buffered_steps() >= state_->options.flush_every_steps) flush();
+}
+
+void ResultWriter::flush() {
+  State& s = *state_;
+  if (s.finished) return;
+
+  // 1. Every rank must hold the same number of buffered steps and only known metric names.
+  std::string problem;
+  const int64_t count = static_cast<int64_t>(s.steps.size());
+  int64_t min_count = 0, max_count = 0;
+  MPI_Allreduce(&count, &min_count, 1, MPI_INT64_T, MPI_MIN, s.comm);
+  MPI_Allreduce(&count, &max_count, 1, MPI_INT64_T, MPI_MAX, s.comm);
+  if (min_count != max_count) {
+    problem = "result writer: ranks buffered different numbers of steps (" +
+              std::to_string(min_count) + " vs " + std::to_string(max_count) +
+              "); every rank must record every step";
+  }
+  for (const auto& row : s.steps) {
+    for (const auto& kv : row.values) {
+      if (problem.empty() && !s.metric_ds.count(kv.first))
+        problem = "unknown step metric '" + kv.first +
+                  "': use a name from metrics/schema.h or declare it in "
+                  "WriterOptions::extra_metrics";
+    }
+  }
+  agree_or_throw(s.comm, problem);
+
+  // 2. Steps: extend every matrix to [world, written + count], each rank writes its row.
+  if (count > 0) {
+    const hsize_t new_steps = static_cast<hsize_t>(s.steps_written + count);
+    const hsize_t dims[2] = {static_cast<hsize_t>(s.world), new_steps};
+    const hsize_t start[2] = {static_cast<hsize_t>(s.rank), static_cast<hsize_t>(s.steps_written)};
+    const hsize_t cnt[2] = {1, static_cast<hsize_t>(count)};
+    std::vector<double> row(static_cast<size_t>(count));
+    for (const auto& m : s.metrics) {
+      const hid_t ds = s.metric_ds.at(m).get();
+      h5::check_status(H5Dset_extent(ds, dims), "extend /steps/" + m);
+      for (int64_t i = 0; i < count; ++i) {
+        const auto& vals = s.steps[static_cast<size_t>(i)].values;
+        auto it = vals.find(m);
+        row[static_cast<size_t>(i)] =
+            it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+      }
+      s.write_slab(ds, H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt, "write /steps/" + m);
+    }
+    // /steps/step from rank 0's records.
+    std::vector<int64_t> step_numbers;
+    for (const auto& r : s.steps) step_numbers.push_back(r.step);
+    h5::check_status(H5Dset_extent(s.step_index_ds, &new_steps), "extend /steps/step");
+    const hsize_t start1[1] = {static_cast<hsize_t>(s.steps_written)};
+    const hsize_t cnt1[1] = {s.rank == 0 ? static_cast<hsize_t>(count) : 0};
+    s.write_slab(s.step_index_ds, H5T_NATIVE_INT64, step_numbers.data(), 1, start1, cnt1,
+                 "write /steps/step");
+    s.steps_written += count;
+    s.steps.clear();
+  }
+
+  // 3. Trace: everyone learns everyone's event count, extends all, writes its own.
+  const int64_t local_events = static_cast<int64_t>(s.events.size());
+  std::vector<int64_t> counts(static_cast<size_t>(s.world));
+  MPI_Allgather(&local_events, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, s.comm);
+  const std::vector<TraceRow> rows = to_trace_rows(s.events);
+  for (int r = 0; r < s.world; ++r) {
+    const int64_t n = counts[static_cast<size_t>(r)];
+    if (n == 0) continue;
+    const hid_t ds = s.trace_ds[static_cast<size_t>(r)].get();
+    const hsize_t new_rows = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)] + n);
+    h5::check_status(H5Dset_extent(ds, &new_rows), "extend /trace/rank" + std::to_string(r));
+    const hsize_t start[1] = {static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)])};
+    const hsize_t cnt[1] = {r == s.rank ? static_cast<hsize_t>(n) : 0};
+    s.write_slab(ds, s.trace_type, r == s.rank ? rows.data() : nullptr, 1, start, cnt,
+                 "write /trace/rank" + std::to_string(r));
+    s.trace_rows[static_cast<size_t>(r)] += n;
+  }
+  s.events.clear();
+
+  h5::check_status(H5Fflush(s.file, H5F_SCOPE_GLOBAL), "flush " + s.path);
+}
+
+void ResultWriter::finish() {
+  State& s = *state_;
+  if (s.finished) return;
+  flush();
+  std::string end_time = utc_now_iso8601();
+  bcast_string(end_time, s.comm);
+  h5::write_attr(s.file, schema::kAttrEndTime, end_time);
+  h5::write_attr(s.file, schema::kAttrComplete, int64_t{1});
+  s.finished = true;
+  s.metric_ds.clear();
+  s.trace_ds.clear();
+  s.step_index_ds.reset();
+  s.trace_type.reset();
+  s.xfer.reset();
+  s.file.reset();  // H5Fclose: collective, writes everything
+}
+
+int64_t ResultWriter::steps_written() const { return state_->steps_written; }
+int64_t ResultWriter::buffered_steps() const {
+  return static_cast<int64_t>(state_->steps.size());
+}
+const std::string& ResultWriter::path() const { return state_->path; }
+
+}  // namespace hlp::metrics

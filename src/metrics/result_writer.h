@@ -1,0 +1,65 @@
+#pragma once
+// One HDF5 result file per job, written with parallel HDF5 (MPI-IO, collective transfers):
+// every rank writes its own row of each /steps/<metric> matrix and its own /trace/rank<N>.
+//
+// Every member function marked COLLECTIVE must be called by all ranks of the communicator, in
+// the same order. The natural loop is:
+//
+//   ResultWriter writer(MPI_COMM_WORLD, "results/job.h5", run_info, {.flush_every_steps = 10});
+//   writer.write_model(model_info, params_on_this_rank);          // COLLECTIVE
+//   for (step ...) { ...; rec.record_step(step, m); writer.append(rec); }   // COLLECTIVE
+//   writer.write_pipeline(pipeline_info);                         // COLLECTIVE, optional
+//   writer.finish();                                              // COLLECTIVE: complete = 1
+//
+// Crash safety: the file is created with complete = 0 and flushed (H5Fflush) after every K
+// steps, so a job killed with SIGKILL leaves a readable file holding every flushed step.
+// Errors (bad path, unknown metric, ranks out of step) throw hlp::UserError on every rank.
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metrics/result_info.h"
+
+namespace hlp::metrics {
+
+class ResultWriter {
+ public:
+  // COLLECTIVE. Creates (truncates) the file and its parent directory, writes the root
+  // attributes (complete = 0) and creates every /steps and /trace dataset empty.
+  ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo& info,
+               const WriterOptions& options = {});
+  ~ResultWriter();  // closes without marking complete (COLLECTIVE like every H5Fclose)
+  ResultWriter(const ResultWriter&) = delete;
+  ResultWriter& operator=(const ResultWriter&) = delete;
+
+  // COLLECTIVE. `/model` attributes from rank 0; params_per_rank gathered from every rank.
+  void write_model(const ModelInfo& model, int64_t params_local);
+  // COLLECTIVE. `/pipeline` attributes from rank 0 (may be called again to update).
+  void write_pipeline(const PipelineInfo& pipeline);
+
+  // Local: buffer one step row / trace events of this rank.
+  void append_step(const StepRecord& row);
+  void append_events(std::vector<TraceEvent> events);
+
+  // COLLECTIVE. Takes the recorder's pending steps and events, then flushes if K or more steps
+  // are buffered (all ranks hold the same number of steps, so all decide alike).
+  void append(Recorder& recorder);
+
+  // COLLECTIVE. Writes every buffered step and event and H5Fflush-es the file.
+  void flush();
+
+  // COLLECTIVE. Final flush, end_time, complete = 1, close. Idempotent.
+  void finish();
+
+  int64_t steps_written() const;
+  int64_t buffered_steps() const;
+  const std::string& path() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace hlp::metrics

@@ -1,0 +1,112 @@
+#pragma once
+// The result-file schema: every name the writer (src/metrics) and the analysis tool (analysis/)
+// agree on. docs/results-schema.md documents each one with its shape, type and unit.
+// Change a name here and both sides follow; bump kSchemaVersion when the layout changes.
+#include <array>
+#include <cstdint>
+
+namespace hlp::metrics::schema {
+
+inline constexpr int64_t kSchemaVersion = 1;
+
+// ---- root attributes ------------------------------------------------------------------------
+inline constexpr const char* kAttrSchemaVersion = "hlp_schema_version";  // int64
+inline constexpr const char* kAttrHlpVersion = "hlp_version";            // string "0.1.0"
+inline constexpr const char* kAttrGitCommit = "git_commit";              // string
+inline constexpr const char* kAttrComplete = "complete";                 // int64 0|1
+inline constexpr const char* kAttrWorldSize = "world_size";              // int64
+inline constexpr const char* kAttrMesh = "mesh";                         // int64 [3]: dp, pp, tp
+inline constexpr const char* kAttrStrategy = "strategy";                 // string "fsdp2+tp2"
+inline constexpr const char* kAttrBackend = "backend";                   // string "mpi" | "nccl"
+inline constexpr const char* kAttrDevice = "device";                     // string "cpu" | "cuda:H100"
+inline constexpr const char* kAttrConfig = "config";                     // string, resolved INI
+inline constexpr const char* kAttrHosts = "hosts";                       // string, host of each rank
+inline constexpr const char* kAttrSlurmJobId = "slurm_job_id";           // string, "" outside Slurm
+inline constexpr const char* kAttrSlurmArrayJobId = "slurm_array_job_id";
+inline constexpr const char* kAttrSlurmArrayTaskId = "slurm_array_task_id";
+inline constexpr const char* kAttrTorchVersion = "libtorch_version";     // string
+inline constexpr const char* kAttrMpiVersion = "mpi_version";            // string
+inline constexpr const char* kAttrHdf5Version = "hdf5_version";          // string
+inline constexpr const char* kAttrStartTime = "start_time";              // string ISO-8601 UTC
+inline constexpr const char* kAttrEndTime = "end_time";                  // string, "" until finish
+inline constexpr const char* kAttrStartUnixS = "start_unix_s";           // float64 s since epoch
+inline constexpr const char* kAttrThreadsPerRank = "threads_per_rank";   // int64
+inline constexpr const char* kAttrPeakFlopsPerDevice = "peak_flops_per_device";  // float64 FLOP/s
+inline constexpr const char* kAttrPeakFlopsSource = "peak_flops_source";  // string: how measured
+inline constexpr const char* kAttrFlushEvery = "flush_every_steps";      // int64
+inline constexpr const char* kAttrClockOffsetS = "clock_offset_s";  // float64 [world]: rank -> 0
+inline constexpr const char* kAttrClockRttS = "clock_rtt_s";        // float64 [world]: ping RTT
+
+// ---- /steps: one float64 [world_size, steps] dataset per metric --------------------------------
+inline constexpr const char* kStepsGroup = "/steps";
+inline constexpr const char* kStepIndex = "/steps/step";  // int64 [steps]: the step number
+
+// Step metrics (names carry their unit). Rank-local unless said otherwise.
+inline constexpr const char* kLoss = "loss";                        // mean token loss, nats
+inline constexpr const char* kTokens = "tokens";                    // tokens this rank processed
+inline constexpr const char* kStepTime = "step_time_s";             // wall time of the step
+inline constexpr const char* kTokensPerS = "tokens_per_s";          // GLOBAL tokens / step time
+inline constexpr const char* kTokensPerSPerDevice = "tokens_per_s_per_device";  // global / devices
+inline constexpr const char* kDataWait = "data_wait_s";             // waiting for the loader
+inline constexpr const char* kForward = "forward_s";
+inline constexpr const char* kBackward = "backward_s";
+inline constexpr const char* kOptimizer = "optimizer_s";
+inline constexpr const char* kCommExposed = "comm_exposed_s";       // comm not hidden by compute
+inline constexpr const char* kCommBytes = "comm_bytes";             // payload bytes this rank sent
+inline constexpr const char* kPeakBytes = "peak_bytes";             // measured allocator peak
+inline constexpr const char* kCurrentBytes = "current_bytes";       // allocator bytes at step end
+inline constexpr const char* kParamBytes = "param_bytes";           // as reported by the strategy
+inline constexpr const char* kGradBytes = "grad_bytes";
+inline constexpr const char* kOptimizerBytes = "optimizer_bytes";
+inline constexpr const char* kActivationBytes = "activation_bytes";  // peak - (param+grad+opt)
+inline constexpr const char* kMfu = "mfu";                 // = mfu_model (the contract's MFU)
+inline constexpr const char* kMfuModel = "mfu_model";      // 6N(+mixing) FLOPs / peak
+inline constexpr const char* kMfuExecuted = "mfu_executed";  // FLOPs actually run (LoRA: 4N+..)
+inline constexpr const char* kLr = "lr";
+inline constexpr const char* kGradNorm = "grad_norm";      // global L2 norm before clipping
+inline constexpr const char* kStepEnd = "step_end_s";      // aligned time the step ended (s)
+
+inline constexpr std::array<const char*, 23> kStepMetrics = {
+    kLoss,           kTokens,          kStepTime, kTokensPerS, kTokensPerSPerDevice,
+    kDataWait,       kForward,         kBackward, kOptimizer,  kCommExposed,
+    kCommBytes,      kPeakBytes,       kCurrentBytes, kParamBytes, kGradBytes,
+    kOptimizerBytes, kActivationBytes, kMfu,      kMfuModel,   kMfuExecuted,
+    kLr,             kGradNorm,        kStepEnd};
+
+// ---- /model: attributes -------------------------------------------------------------------------
+inline constexpr const char* kModelGroup = "/model";
+inline constexpr const char* kParamsTotal = "params_total";                // int64
+inline constexpr const char* kParamsTrainable = "params_trainable";        // int64
+inline constexpr const char* kFlopsPerToken = "flops_per_token";           // float64, model conv.
+inline constexpr const char* kFlopsPerTokenExecuted = "flops_per_token_executed";  // float64
+inline constexpr const char* kFlopsConvention = "flops_convention";        // string
+inline constexpr const char* kPattern = "pattern";                         // string "GGGAGGGS"
+inline constexpr const char* kModelName = "name";                          // string "tiny"
+inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [world] held by rank
+
+// ---- /pipeline: attributes (pipeline runs only) --------------------------------------------------
+inline constexpr const char* kPipelineGroup = "/pipeline";
+inline constexpr const char* kStageFirstLayer = "stage_first_layer";    // int64 [pp]
+inline constexpr const char* kStageCost = "stage_cost";                 // float64 [pp], predicted
+inline constexpr const char* kStageCostMeasured = "stage_cost_measured_s";  // float64 [pp]
+inline constexpr const char* kBubbleFraction = "bubble_fraction";       // float64, measured
+inline constexpr const char* kBubbleFractionTheory = "bubble_fraction_theory";  // (p-1)/(m+p-1)
+inline constexpr const char* kSchedule = "schedule";                    // string gpipe|1f1b
+inline constexpr const char* kSplit = "split";                          // string
+inline constexpr const char* kMicroBatches = "micro_batches";           // int64
+
+// ---- /trace/rank<N>: 1-D compound dataset, one row per event ------------------------------------
+inline constexpr const char* kTraceGroup = "/trace";
+inline constexpr int kTraceNameBytes = 48;      // fixed-length, NUL-padded (truncated if longer)
+inline constexpr int kTraceCategoryBytes = 16;
+// compound members
+inline constexpr const char* kEvName = "name";
+inline constexpr const char* kEvCategory = "category";
+inline constexpr const char* kEvLane = "lane";            // int32: 0 compute, 1 comm, 2 data
+inline constexpr const char* kEvStart = "start_s";        // float64 s since aligned run start
+inline constexpr const char* kEvEnd = "end_s";
+inline constexpr const char* kEvStep = "step";            // int64, -1 outside a step
+inline constexpr const char* kEvMicroBatch = "micro_batch";  // int32, -1 if none
+inline constexpr const char* kEvBytes = "bytes";          // int64, 0 if none
+
+}  // namespace hlp::metrics::schema
