@@ -1,0 +1,123 @@
+// hlp-sweep: experiment file -> Slurm job arrays (+ analysis job), submitted or run locally.
+//
+//   hlp-sweep jobs/local.ini --site local --out out/local --run-local
+//   hlp-sweep jobs/report-psc.ini --site psc-bridges2 --out slurm/out/report-psc --submit
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+
+#include "common/error.h"
+#include "launch.h"
+#include "render.h"
+#include "site.h"
+#include "sweep.h"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using namespace hlp::sweep;
+
+namespace {
+
+// The directory of this executable: hlp-train and hlp-analyze are built next to it.
+std::string own_bin_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+int run(int argc, char** argv) {
+  std::string job_path, site_text, out_dir, hlp_bin, template_dir, mpiexec;
+  bool submit = false, run_local = false, list = false;
+  po::options_description options(
+      "hlp-sweep JOBFILE --site local|psc-bridges2|generic [--out DIR] [--submit | --run-local]\n"
+      "Expands an experiment file (jobs/README.md) into one Slurm job array per resource shape plus\n"
+      "an analysis job, written to DIR; --submit submits them, --run-local runs them here with mpiexec.\n"
+      "Options");
+  options.add_options()
+      ("help,h", "print this help")
+      ("site", po::value(&site_text)->required(), "local, psc-bridges2 or generic (#SBATCH lines, partitions)")
+      ("out", po::value(&out_dir), "directory of the rendered sweep (default slurm/out/<sweep name>)")
+      ("submit", po::bool_switch(&submit), "sbatch the arrays, then the analysis job (afterok); print the job ids")
+      ("run-local", po::bool_switch(&run_local), "no Slurm: run each configuration with mpiexec -n <ranks>, then hlp-analyze")
+      ("list", po::bool_switch(&list), "print the configurations and exit (writes nothing)")
+      ("hlp-bin", po::value(&hlp_bin), "directory with hlp-train and hlp-analyze (default: next to hlp-sweep)")
+      ("templates", po::value(&template_dir)->default_value(HLP_SWEEP_TEMPLATE_DIR), "directory of the sbatch templates")
+      ("mpiexec", po::value(&mpiexec)->default_value("mpiexec"), "MPI launcher for --run-local");
+  po::options_description hidden;
+  hidden.add_options()("job-file", po::value(&job_path));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("job-file", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    if (vm.count("help")) {
+      std::cout << options << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw hlp::user_error(e.what(), " (see hlp-sweep --help)");
+  }
+  if (job_path.empty()) throw hlp::user_error("no job file given (usage: hlp-sweep JOBFILE --site SITE ...)");
+  if (submit && run_local) throw hlp::user_error("--submit and --run-local exclude each other; pick one");
+
+  const Site site = parse_site(site_text);
+  const JobFile job = read_job_file(job_path);
+  const Sweep sweep = expand_sweep(job);
+  if (list) {
+    for (const Config& config : sweep.configs) std::cout << config.name << "\n";
+    return 0;
+  }
+
+  RenderOptions render;
+  render.site = site;
+  render.out_dir = out_dir.empty() ? "slurm/out/" + sweep.name : out_dir;
+  render.hlp_bin = fs::absolute(hlp_bin.empty() ? own_bin_dir() : hlp_bin).lexically_normal().string();
+  render.template_dir = template_dir;
+  const RenderedSweep rendered = render_sweep(job, sweep, render);
+
+  std::cout << "sweep '" << sweep.name << "': " << sweep.configs.size() << " configurations ("
+            << sweep.excluded << " excluded) in " << sweep.shapes.size() << " job array(s), site "
+            << site_name(site) << ", written to " << rendered.sweep_dir << "\n";
+  for (size_t i = 0; i < sweep.shapes.size(); ++i)
+    std::cout << "  " << std::left << std::setw(28) << rendered.array_scripts[i]
+              << sweep.shapes[i].config_indices.size() << " task(s) of " << sweep.shapes[i].ranks << " rank(s)\n";
+  std::cout << "  " << std::left << std::setw(28) << rendered.analysis_script
+            << "hlp-analyze report, after all arrays succeed\n";
+
+  if (run_local) {
+    LocalRunOptions local{render.hlp_bin, mpiexec};
+    return run_sweep_locally(sweep, rendered, local) == 0 ? 0 : 1;
+  }
+  if (submit) {
+    std::string arrays;
+    for (const SubmittedJob& job_id : submit_sweep(sweep, rendered)) {
+      std::cout << "submitted " << job_id.kind << " " << job_id.script << ": job " << job_id.job_id << "\n";
+    }
+    std::cout << "job ids: " << rendered.sweep_dir << "/submitted.txt\n"
+              << "results: " << rendered.results_dir << "\nreport:  " << rendered.report_dir
+              << "\nlogs:    " << rendered.log_dir << "\n";
+    return 0;
+  }
+  std::cout << "to submit: bash " << rendered.submit_script << "   (or run hlp-sweep again with --submit)\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const hlp::UserError& e) {
+    std::cerr << "hlp-sweep: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "hlp-sweep: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

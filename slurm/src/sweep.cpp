@@ -1,0 +1,156 @@
+#include "sweep.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "train_options.h"
+
+namespace hlp::sweep {
+namespace {
+
+std::string sanitize(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' || c == '-';
+    out += ok ? c : '_';
+  }
+  return out;
+}
+
+bool is_true(const std::string& v) { return v == "true" || v == "1" || v == "yes" || v == "on"; }
+
+int as_int(const std::string& value, int fallback) {
+  return value.empty() ? fallback : std::stoi(value);
+}
+
+// One swept axis's contribution to a configuration name: "t256", "m4", "uniform", "ac".
+std::string name_token(const std::string& axis, const std::string& value) {
+  const TrainOption* option = find_train_option(axis);
+  if (!option) return sanitize(axis) + "-" + sanitize(value);  // declared via train-options
+  if (option->kind == ValueKind::flag) return (is_true(value) ? "" : "no") + option->short_name;
+  return option->short_name + sanitize(value);
+}
+
+}  // namespace
+
+std::string Config::value(const std::string& key) const {
+  for (const KeyValue& kv : options)
+    if (kv.key == key) return kv.value;
+  return "";
+}
+
+Sweep expand_sweep(const JobFile& job) {
+  Sweep sweep;
+  std::string stem = std::filesystem::path(job.path).stem().string();
+  sweep.name = job.setting("", "name", stem);
+  if (sweep.name.empty() || sanitize(sweep.name) != sweep.name)
+    throw user_error(job.path, ": 'name = ", sweep.name, "' must be a plain word (letters, digits, - _ .)");
+
+  bool has_strategy = false;
+  for (const KeyValue& kv : job.fixed) has_strategy = has_strategy || kv.key == "strategy";
+  for (const Axis& axis : job.axes) has_strategy = has_strategy || axis.name == "strategy";
+  if (!has_strategy)
+    throw user_error(job.path, ": no strategy; set 'strategy = ...' in [fixed] or sweep it in [sweep]");
+
+  // Odometer over the axes: index[0] (the first axis) changes slowest.
+  std::vector<size_t> index(job.axes.size(), 0);
+  std::set<std::string> names;
+  for (bool done = false; !done;) {
+    Config config;
+    std::map<std::string, std::string> values;
+    for (const KeyValue& kv : job.fixed) values[kv.key] = kv.value;
+    for (size_t a = 0; a < job.axes.size(); ++a) values[job.axes[a].name] = job.axes[a].values[index[a]];
+
+    // hlp-train options in file order: fixed first, then swept.
+    for (const KeyValue& kv : job.fixed)
+      if (kv.key != "ranks") config.options.push_back(kv);
+    for (size_t a = 0; a < job.axes.size(); ++a)
+      if (job.axes[a].name != "ranks") config.options.push_back({job.axes[a].name, values[job.axes[a].name]});
+
+    OptionLookup lookup = [&](const std::string& name) -> std::optional<std::string> {
+      auto it = values.find(name);
+      if (it != values.end()) return it->second;
+      if (name == "tp" || name == "pp" || name == "ranks") return std::string("1");
+      return std::nullopt;
+    };
+    auto get = [&](const std::string& key) {
+      auto it = values.find(key);  // not values[key]: that would insert "" and hide the default
+      return it == values.end() ? std::string() : it->second;
+    };
+    config.ranks = as_int(get("ranks"), 1);
+    const std::string strategy = get("strategy");
+    const int tp = as_int(get("tp"), 1), pp = as_int(get("pp"), 1);
+
+    // Name: composite strategy, ranks, then every other swept axis in file order.
+    config.name = strategy;
+    config.label = strategy;
+    if (tp > 1 && strategy != "tp") config.name += "+tp" + std::to_string(tp);
+    if (pp > 1 && strategy != "pp") config.name += "+pp" + std::to_string(pp);
+    config.label = config.name + " n=" + std::to_string(config.ranks);
+    config.name += "-n" + std::to_string(config.ranks);
+    for (const Axis& axis : job.axes) {
+      const std::string v = get(axis.name);
+      if (axis.name == "strategy" || axis.name == "ranks") continue;
+      if ((axis.name == "tp" && strategy != "tp") || (axis.name == "pp" && strategy != "pp")) continue;
+      config.name += "-" + name_token(axis.name, v);
+      config.label += " " + axis.name + "=" + v;
+    }
+
+    bool excluded = false;
+    for (const ExcludeRule& rule : job.excludes) excluded = excluded || rule.matches(lookup);
+    if (excluded) {
+      ++sweep.excluded;
+    } else {
+      // Impossible combinations that no exclude rule removed.
+      std::string why;
+      if (tp < 1 || pp < 1) why = "tp and pp must be at least 1";
+      else if (config.ranks % (tp * pp) != 0)
+        why = "ranks " + std::to_string(config.ranks) + " is not divisible by tp*pp = " + std::to_string(tp * pp) +
+              "; add 'exclude = ranks % (tp*pp) != 0' to [sweep]";
+      else if (strategy == "single" && (config.ranks != 1 || tp != 1 || pp != 1))
+        why = "strategy single runs on exactly one rank; add 'exclude = strategy=single & ranks!=1' to [sweep]";
+      if (!why.empty())
+        throw user_error(job.path, ": configuration '", config.name, "' is impossible: ", why);
+      if (!names.insert(config.name).second)
+        throw user_error(job.path, ": two configurations are both named '", config.name,
+                         "'; give the axes distinct values");
+      sweep.configs.push_back(config);
+    }
+
+    size_t a = job.axes.size();
+    for (;;) {
+      if (a == 0) { done = true; break; }
+      --a;
+      if (++index[a] < job.axes[a].values.size()) break;
+      index[a] = 0;
+    }
+  }
+  if (sweep.configs.empty())
+    throw user_error(job.path, ": every one of the ", sweep.excluded,
+                     " configurations is excluded by the rules; nothing to run");
+
+  std::map<int, Shape> by_ranks;
+  for (size_t i = 0; i < sweep.configs.size(); ++i) {
+    Shape& shape = by_ranks[sweep.configs[i].ranks];
+    shape.ranks = sweep.configs[i].ranks;
+    shape.name = sweep.name + "-n" + std::to_string(shape.ranks);
+    shape.config_indices.push_back(static_cast<int>(i));
+  }
+  for (auto& [ranks, shape] : by_ranks) sweep.shapes.push_back(shape);
+  return sweep;
+}
+
+std::string config_ini(const Sweep& sweep, const Config& config, const std::string& job_path) {
+  std::ostringstream os;
+  os << "# hlp-train configuration '" << config.name << "' of sweep '" << sweep.name << "'\n"
+     << "# rendered by hlp-sweep from " << job_path << "; run with " << config.ranks
+     << (config.ranks == 1 ? " rank" : " ranks") << " (the launcher sets the world size)\n";
+  for (const KeyValue& kv : config.options) os << kv.key << " = " << kv.value << "\n";
+  return os.str();
+}
+
+}  // namespace hlp::sweep

@@ -1,0 +1,141 @@
+// hlp-sweep's pure parts: exclude rules, job-file parsing, expansion and naming, templates.
+#include <catch2/catch.hpp>
+#include <map>
+#include <sstream>
+
+#include "common/error.h"
+#include "exclude_rule.h"
+#include "job_file.h"
+#include "render.h"
+#include "sweep.h"
+
+using namespace hlp::sweep;
+
+namespace {
+OptionLookup lookup_of(const std::map<std::string, std::string>& values) {
+  return [values](const std::string& name) -> std::optional<std::string> {
+    auto it = values.find(name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+const std::set<std::string> kNames = {"strategy", "ranks", "tp", "pp", "seq-len", "micro-batches"};
+
+JobFile parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_job_file(in, "test.ini");
+}
+}  // namespace
+
+TEST_CASE("exclude rule: value match, alternatives and negation", "[slurm]") {
+  ExcludeRule rule("strategy=single & ranks!=1", kNames);
+  CHECK(rule.matches(lookup_of({{"strategy", "single"}, {"ranks", "2"}})));
+  CHECK_FALSE(rule.matches(lookup_of({{"strategy", "single"}, {"ranks", "1"}})));
+  CHECK_FALSE(rule.matches(lookup_of({{"strategy", "ddp"}, {"ranks", "2"}})));
+  ExcludeRule any("strategy = pp|tp", kNames);
+  CHECK(any.matches(lookup_of({{"strategy", "tp"}})));
+  CHECK_FALSE(any.matches(lookup_of({{"strategy", "fsdp"}})));
+  // On the right of '=', 'pp' is the value, not the option pp.
+  ExcludeRule word("strategy=pp", kNames);
+  CHECK(word.matches(lookup_of({{"strategy", "pp"}, {"pp", "2"}})));
+}
+
+TEST_CASE("exclude rule: arithmetic over option names", "[slurm]") {
+  ExcludeRule rule("tp*pp > ranks", kNames);
+  CHECK(rule.matches(lookup_of({{"tp", "2"}, {"pp", "2"}, {"ranks", "2"}})));
+  CHECK_FALSE(rule.matches(lookup_of({{"tp", "2"}, {"pp", "2"}, {"ranks", "4"}})));
+  ExcludeRule mod("ranks % (tp*pp) != 0", kNames);
+  CHECK(mod.matches(lookup_of({{"tp", "2"}, {"pp", "1"}, {"ranks", "3"}})));
+  CHECK_FALSE(mod.matches(lookup_of({{"tp", "2"}, {"pp", "1"}, {"ranks", "4"}})));
+  ExcludeRule dashed("seq-len >= 4096 & micro-batches - 1 < 2", kNames);
+  CHECK(dashed.matches(lookup_of({{"seq-len", "8192"}, {"micro-batches", "2"}})));
+  CHECK_FALSE(dashed.matches(lookup_of({{"seq-len", "8192"}, {"micro-batches", "4"}})));
+  ExcludeRule right("ranks != tp*pp", kNames);  // arithmetic on the right: not a value list
+  CHECK(right.matches(lookup_of({{"tp", "2"}, {"pp", "1"}, {"ranks", "4"}})));
+  CHECK_FALSE(right.matches(lookup_of({{"tp", "2"}, {"pp", "2"}, {"ranks", "4"}})));
+}
+
+TEST_CASE("exclude rule: mistakes are user errors naming the rule", "[slurm]") {
+  CHECK_THROWS_WITH(ExcludeRule("stratgy=ddp", kNames), Catch::Contains("'stratgy' is not an option"));
+  CHECK_THROWS_WITH(ExcludeRule("tp*pp", kNames), Catch::Contains("has no comparison"));
+  CHECK_THROWS_WITH(ExcludeRule("ranks > (tp", kNames), Catch::Contains("missing ')'"));
+  CHECK_THROWS_WITH(ExcludeRule("ranks ! 2", kNames), Catch::Contains("'!' must be followed by '='"));
+  CHECK_THROWS_WITH(ExcludeRule("ranks=1 & ", kNames), Catch::Contains("empty clause"));
+  CHECK_THROWS_AS(ExcludeRule("ranks / 0 > 1", kNames), hlp::UserError);
+}
+
+TEST_CASE("job file: sections, quoted list items, site overrides", "[slurm]") {
+  JobFile job = parse(
+      "name = demo\n[job]\ntime = 00:05:00\nsetup = module load a\nsetup = module load b\n"
+      "[psc-bridges2]\ntime = 02:00:00\n[fixed]\nmodel = tiny\n"
+      "[sweep]\nstrategy = ddp, pp\npp-split = uniform, \"0,4\"\nranks = 2\n");
+  CHECK(job.setting("local", "time") == "00:05:00");
+  CHECK(job.setting("psc-bridges2", "time") == "02:00:00");
+  CHECK(job.setting("local", "name") == "demo");
+  CHECK(job.setting_list("local", "setup").size() == 2);
+  REQUIRE(job.axes.size() == 3);
+  CHECK(job.axes[1].values == std::vector<std::string>{"uniform", "0,4"});
+  REQUIRE(job.fixed.size() == 1);
+  CHECK(job.fixed[0].key == "model");
+}
+
+TEST_CASE("job file: unknown names are errors that list the valid ones", "[slurm]") {
+  CHECK_THROWS_WITH(parse("[sweep]\nseq-length = 1, 2\n"),
+                    Catch::Contains("unknown axis 'seq-length'") && Catch::Contains("seq-len"));
+  CHECK_THROWS_WITH(parse("[job]\nwalltime = 1\n"), Catch::Contains("unknown setting 'walltime'"));
+  CHECK_THROWS_WITH(parse("[swep]\nranks = 1\n"), Catch::Contains("unknown section [swep]"));
+  CHECK_THROWS_WITH(parse("[fixed]\nsteps = many\n"), Catch::Contains("not a non-negative integer"));
+  CHECK_THROWS_WITH(parse("[sweep]\nranks = 1, 1\n"), Catch::Contains("lists a value twice"));
+  CHECK_THROWS_WITH(parse("[fixed]\nranks = 2\n[sweep]\nranks = 1, 2\n"), Catch::Contains("both fixed and swept"));
+  CHECK_THROWS_WITH(parse("[sweep]\nranks = 1,,2\n"), Catch::Contains("empty value"));
+  // train-options declares an option this hlp-sweep does not know yet.
+  CHECK_NOTHROW(parse("[job]\ntrain-options = new-knob\n[fixed]\nstrategy = ddp\n[sweep]\nnew-knob = a, b\n"));
+}
+
+TEST_CASE("expansion: cartesian product in file order, excludes, names, shapes", "[slurm]") {
+  JobFile job = parse(
+      "name = s\n[fixed]\nmodel = tiny\n[sweep]\nstrategy = single, ddp, fsdp2\nranks = 1, 2, 4\n"
+      "tp = 1, 2\nseq-len = 128, 256\n"
+      "exclude = strategy=single & ranks!=1\nexclude = strategy=single & tp!=1\n"
+      "exclude = strategy!=single & ranks=1\nexclude = ranks % (tp*pp) != 0\n");
+  Sweep sweep = expand_sweep(job);
+  // single: 1 rank x tp1 x 2 seq = 2; ddp/fsdp2: ranks 2 (tp 1,2), 4 (tp 1,2) x 2 seq = 8 each.
+  REQUIRE(sweep.configs.size() == 18);
+  CHECK(sweep.excluded == 3 * 3 * 2 * 2 - 18);
+  CHECK(sweep.configs[0].name == "single-n1-t128");
+  CHECK(sweep.configs[1].name == "single-n1-t256");
+  CHECK(sweep.configs[2].name == "ddp-n2-t128");
+  CHECK(sweep.configs[4].name == "ddp+tp2-n2-t128");
+  CHECK(sweep.configs[4].label == "ddp+tp2 n=2 seq-len=128");
+  CHECK(sweep.configs[4].value("tp") == "2");
+  CHECK(sweep.configs[4].value("model") == "tiny");
+  REQUIRE(sweep.shapes.size() == 3);
+  CHECK(sweep.shapes[0].name == "s-n1");
+  CHECK(sweep.shapes[0].config_indices.size() == 2);
+  CHECK(sweep.shapes[1].ranks == 2);
+  CHECK(sweep.shapes[1].config_indices.size() == 8);
+  CHECK(sweep.shapes[2].config_indices.size() == 8);
+  // ranks is the world size, not an hlp-train option: never written into the per-task INI.
+  std::string ini = config_ini(sweep, sweep.configs[4], "x.ini");
+  CHECK(ini.find("strategy = ddp\n") != std::string::npos);
+  CHECK(ini.find("tp = 2\n") != std::string::npos);
+  CHECK(ini.find("\nranks") == std::string::npos);
+}
+
+TEST_CASE("expansion: an impossible configuration that no rule removes is an error naming it", "[slurm]") {
+  JobFile job = parse("[sweep]\nstrategy = ddp\ntp = 2\nranks = 2, 3\n");
+  CHECK_THROWS_WITH(expand_sweep(job), Catch::Contains("configuration 'ddp+tp2-n3' is impossible") &&
+                                           Catch::Contains("exclude = ranks % (tp*pp) != 0"));
+  JobFile single = parse("[sweep]\nstrategy = single\nranks = 2\n");
+  CHECK_THROWS_WITH(expand_sweep(single), Catch::Contains("'single-n2' is impossible"));
+  JobFile no_strategy = parse("[fixed]\nmodel = tiny\n");
+  CHECK_THROWS_WITH(expand_sweep(no_strategy), Catch::Contains("no strategy"));
+}
+
+TEST_CASE("templates: every placeholder filled, unknown ones are errors", "[slurm]") {
+  CHECK(fill_template("a {{x}} b {{y}}{{x}}", {{"x", "1"}, {"y", "2"}}, "t") == "a 1 b 21");
+  CHECK_THROWS_WITH(fill_template("{{nope}}", {{"x", "1"}}, "t.sbatch"),
+                    Catch::Contains("t.sbatch: unknown placeholder {{nope}}"));
+  CHECK(shell_quote("/a/b-c_1.h5") == "/a/b-c_1.h5");
+  CHECK(shell_quote("/a b/it's") == "'/a b/it'\\''s'");
+}
