@@ -118,11 +118,14 @@ int stream_only(const std::string& path, int threads) {
   // One epoch: the byte tokenizer makes ~1 token per corpus byte (+1 end-of-text a document).
   const int64_t steps = static_cast<int64_t>(loader.corpus().size_bytes()) / per_step;
   const double t0 = hlp::now_s();
-  int64_t checksum = 0;
-  for (int64_t s = 0; s < steps; ++s) checksum += loader.next().tokens[0];
+  int64_t checksum = 0, hwm_half = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    checksum += loader.next().tokens[0];
+    if (s == steps / 2) hwm_half = proc_status_bytes("VmHWM");
+  }
   const double dt = hlp::now_s() - t0;
-  std::printf("%lld %lld %lld %.3f %.3f %lld\n", static_cast<long long>(rss_before),
-              static_cast<long long>(proc_status_bytes("VmHWM")),
+  std::printf("%lld %lld %lld %lld %.3f %.3f %lld\n", static_cast<long long>(rss_before),
+              static_cast<long long>(hwm_half), static_cast<long long>(proc_status_bytes("VmHWM")),
               static_cast<long long>(steps * per_step), dt, loader.total_wait_s(),
               static_cast<long long>(checksum));
   return 0;
@@ -213,28 +216,26 @@ int main(int argc, char** argv) {
 
     std::printf("\n# peak RSS while streaming one epoch of a generated corpus (byte, 2 threads, "
                 "G=8, T=1024)\n");
-    std::printf("%10s %14s %14s %14s %14s %10s\n", "corpus_MiB", "rss_start_MiB", "rss_peak_MiB",
-                "growth_MiB", "tokens_per_s", "wait_s");
-    int64_t generated = 0;
+    std::printf("%10s %14s %18s %14s %12s %14s %10s\n", "corpus_MiB", "rss_start_MiB",
+                "peak_at_half_MiB", "rss_peak_MiB", "growth_MiB", "tokens_per_s", "wait_s");
     for (int64_t mib : sizes_mib) {
-      // Corpus k = the shards of directories part0 .. partk (each holds the increment).
       const std::string dir = gen_dir + "/size-" + std::to_string(mib);
       if (!std::filesystem::exists(dir + "/.complete")) {
         std::filesystem::remove_all(dir);
         generate_corpus(sample, dir, mib);
         std::ofstream(dir + "/.complete") << "ok\n";
       }
-      generated += mib;
       const std::string out = run_child({"hlp-bench-data", "--stream-only", dir, "2"});
-      long long rss0 = 0, hwm = 0, tokens = 0, checksum = 0;
+      long long rss0 = 0, hwm_half = 0, hwm = 0, tokens = 0, checksum = 0;
       double dt = 0, wait = 0;
-      if (std::sscanf(out.c_str(), "%lld %lld %lld %lf %lf %lld", &rss0, &hwm, &tokens, &dt, &wait,
-                      &checksum) != 6) {
+      if (std::sscanf(out.c_str(), "%lld %lld %lld %lld %lf %lf %lld", &rss0, &hwm_half, &hwm,
+                      &tokens, &dt, &wait, &checksum) != 7) {
         std::fprintf(stderr, "hlp-bench-data: streaming child failed for %s\n", dir.c_str());
         return 1;
       }
-      std::printf("%10lld %14.1f %14.1f %14.1f %14.0f %10.3f\n", static_cast<long long>(mib),
-                  rss0 / 1048576.0, hwm / 1048576.0, (hwm - rss0) / 1048576.0, tokens / dt, wait);
+      std::printf("%10lld %14.1f %18.1f %14.1f %12.1f %14.0f %10.3f\n", static_cast<long long>(mib),
+                  rss0 / 1048576.0, hwm_half / 1048576.0, hwm / 1048576.0, (hwm - rss0) / 1048576.0,
+                  tokens / dt, wait);
       std::fflush(stdout);
       if (!keep) std::filesystem::remove_all(dir);
     }

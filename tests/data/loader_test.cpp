@@ -80,23 +80,31 @@ class StderrCapture {
 
 }  // namespace
 
-TEST_CASE("data: rows are T+1 tokens; inputs and targets are the same stream shifted by one", "[data][loader]") {
+TEST_CASE("data: rows are consecutive T+1-token windows of the packed stream; targets = inputs shifted by one", "[data][loader]") {
   TempDir dir;
-  dir.write("c.txt", join_txt(numbered_documents(40)));
+  const auto docs = numbered_documents(40);
+  dir.write("c.txt", join_txt(docs));
   auto o = small_options(dir.path());
-  Loader loader(o, 0, 1);
-  REQUIRE(loader.vocab_size() == 257);
-  const auto lanes = lane_streams(loader, 20);
-  const Batch b = Loader(o, 0, 1).next();
-  REQUIRE(b.cols == 16);
-  REQUIRE(b.tokens.size() == 4u * 16u);
-  for (int r = 0; r < b.rows; ++r)
-    for (int t = 0; t < 15; ++t) {
-      const int64_t input = b.row(r)[t], target = b.row(r)[t + 1];
-      // target t = input t+1: a model predicting the next token learns the lane's own text.
-      REQUIRE(lanes[r][t + 1] == target);
-      REQUIRE(lanes[r][t] == input);
+  o.global_batch = 1;                 // one lane: the whole corpus in file order
+  o.shuffle_block_bytes = 1ull << 30; // one block: epochs repeat the same order
+  // The packed stream, computed independently: each document's bytes then <eot>, per epoch.
+  std::vector<int64_t> expected;
+  while (expected.size() < 200u * 16u)
+    for (const auto& d : docs) {
+      for (unsigned char c : d) expected.push_back(c);
+      expected.push_back(256);
     }
+  Loader loader(o, 0, 1);
+  for (int k = 0; k < 200; ++k) {  // crosses several epochs
+    const Batch b = loader.next();
+    REQUIRE(b.rows == 1);
+    REQUIRE(b.cols == 16);
+    const int64_t* row = b.row(0);
+    for (int t = 0; t < 15; ++t) {
+      REQUIRE(row[t] == expected[k * 16 + t]);          // input t
+      REQUIRE(row[t + 1] == expected[k * 16 + t + 1]);  // target t = the next token
+    }
+  }
 }
 
 TEST_CASE("data: packing puts one end-of-text after every document, never splits or merges them", "[data][loader]") {
