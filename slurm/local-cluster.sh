@@ -283,7 +283,7 @@ cmd_status() {
 }
 
 # record_field FIELD LINE : value of FIELD=... in one 'scontrol show job -o' record
-record_field() { grep -o "\(^\| \)$1=[^ ]*" <<<"$2" | head -n1 | sed "s/^ *$1=//"; }
+record_field() { { grep -o "\(^\| \)$1=[^ ]*" <<<"$2" || true; } | head -n1 | sed "s/^ *$1=//"; }
 
 # wait ID[,ID...] [TIMEOUT] - replacement for 'sbatch --wait', which polls at 2 s, 8 s, 32 s ... and
 # reports exit code 0 for jobs CANCELLED because of an unsatisfiable dependency.

@@ -1,0 +1,83 @@
+#!/bin/bash
+# cluster_test.sh ok|failing_task|requeue : hlp-sweep --submit on the project's one-machine Slurm
+# (slurm/local-cluster.sh), with the hlp-train STAND-IN as the task program (sweep mechanics
+# only; a real MPI program, 2 strategies x 2 rank counts). Brings the cluster up and always down.
+#   ok            every task completes, results are complete, the analysis job writes the report
+#   failing_task  one strategy fails: `local-cluster.sh wait` names the failed array tasks and the
+#                 analysis job is cancelled (DependencyNeverSatisfied) instead of pending forever
+#   requeue       USR1 to a running task (as Slurm does before the time limit): the script forwards
+#                 it, the task checkpoints, requeues itself and resumes to completion
+set -euo pipefail
+source "$HLP_SOURCE_DIR/tests/slurm/lib.sh"
+mode=$1
+cluster_session
+work=$(mktemp -d /tmp/hlp-cluster-test.XXXXXX)
+make_standin_bin "$work/bin"
+
+if [ "$mode" = requeue ]; then
+  printf '%s\n' "name = requeue" "[fixed]" "strategy = ddp" "steps = 30" "ranks = 2" > "$work/sweep.ini"
+  export HLP_STANDIN_STEP_S=0.2
+else
+  printf '%s\n' "name = tiny" "[job]" "time = 00:05:00" "[fixed]" "model = tiny" "steps = 2" \
+    "[sweep]" "strategy = ddp, fsdp" "ranks = 1, 2" > "$work/sweep.ini"
+fi
+[ "$mode" = failing_task ] && export HLP_STANDIN_FAIL_STRATEGY=fsdp   # sbatch passes the environment on
+
+"$HLP_BIN_DIR/hlp-sweep" "$work/sweep.ini" --site local --out "$work/out" --hlp-bin "$work/bin" --submit \
+    | tee "$work/submit.out"
+arrays=$(submitted_ids "$work/out" array)
+analysis=$(submitted_ids "$work/out" analysis)
+[ -n "$arrays" ] && [ -n "$analysis" ] || fail "hlp-sweep --submit printed no job ids"
+say "arrays $arrays, analysis $analysis"
+
+case "$mode" in
+ok)
+  bash "$CLUSTER" wait "$arrays,$analysis" 240 || fail "the sweep did not complete"
+  for config in ddp-n1 ddp-n2 fsdp-n1 fsdp-n2; do
+    h5="$work/out/results/$config.h5"
+    [ "$(h5_int_attr "$h5" complete)" = 1 ] || fail "$h5 is missing or not complete"
+  done
+  [ "$(h5_int_attr "$work/out/results/ddp-n2.h5" world_size)" = 2 ] || fail "ddp-n2 did not run as one 2-rank MPI world"
+  [ "$(grep -c '^- ' "$work/out/report/index.md")" = 4 ] || fail "the analysis job did not report the 4 results"
+  [ -s "$work/out/logs/tiny-n2-1.out" ] || fail "no per-task log tiny-n2-1.out"
+  ;;
+failing_task)
+  set +e
+  bash "$CLUSTER" wait "$arrays,$analysis" 240 2> "$work/wait.err"; rc=$?
+  set -e
+  cat "$work/wait.err" >&2
+  [ "$rc" = 1 ] || fail "local-cluster.sh wait should exit 1 for failed tasks, got $rc"
+  n1=$(cut -d, -f1 <<<"$arrays"); n2=$(cut -d, -f2 <<<"$arrays")
+  grep -Eq "FAILED: job ${n1}_1 \(tiny-n1\) state FAILED exit 3:0" "$work/wait.err" || fail "fsdp-n1 failure not reported"
+  grep -Eq "FAILED: job ${n2}_1 \(tiny-n2\) state FAILED exit 3:0" "$work/wait.err" || fail "fsdp-n2 failure not reported"
+  grep -Eq "FAILED: job $analysis \(tiny-analyze\) state CANCELLED .*reason DependencyNeverSatisfied" "$work/wait.err" \
+    || fail "the analysis job was not cancelled for its failed dependency"
+  [ ! -e "$work/out/report/index.md" ] || fail "the analysis ran although a task failed"
+  [ "$(h5_int_attr "$work/out/results/ddp-n2.h5" complete)" = 1 ] || fail "the healthy tasks should still complete"
+  ;;
+requeue)
+  task="${arrays}_0"
+  log="$work/out/logs/requeue-n2-0.out"
+  for _ in $(seq 1 300); do grep -q 'starting hlp-train' "$log" 2>/dev/null && break; sleep 0.1; done
+  grep -q 'starting hlp-train' "$log" || fail "the task never started"
+  sleep 1.5
+  scancel --signal=USR1 --batch "$task"   # what --signal=B:USR1@N does before the time limit
+  # Slurm holds a requeued job back ~2 minutes (BeginTime); release it as soon as it is pending.
+  for _ in $(seq 1 300); do
+    st=$(scontrol show job -o "$task" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [ "$st" = PENDING ] && break; sleep 0.1
+  done
+  [ "$st" = PENDING ] || fail "the task was not requeued after USR1 (state $st)"
+  scontrol update JobId="$task" StartTime=now
+  bash "$CLUSTER" wait "$arrays,$analysis" 120 || fail "the requeued task did not complete"
+  grep -q 'requeueing this task' "$log" || fail "the script did not requeue after USR1"
+  h5="$work/out/results/ddp-n2.h5"
+  [ "$(h5_int_attr "$h5" complete)" = 1 ] || fail "$h5 not complete after the resume"
+  resumed=$(h5_int_attr "$h5" resumed_from_step)
+  [ -n "$resumed" ] && [ "$resumed" -gt 0 ] || fail "the second run did not resume from the checkpoint ($resumed)"
+  say "resumed from step $resumed"
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+rm -rf "$work"
+say "ok ($mode)"
