@@ -1,0 +1,174 @@
+#pragma once
+// The Communicator: collectives and point-to-point on at::Tensor, one interface for the MPI
+// backend (CPU tensors, mpi_communicator.h) and the NCCL backend (CUDA tensors,
+// nccl_communicator.h).
+//
+// Semantics every backend keeps:
+// - dtypes: float32, bfloat16, float64, int64 (table and bf16 rule in dtype.h).
+// - Tensors may be non-contiguous (copied in/out) and may have 0 elements. Shapes are ignored
+//   except for element counts: collectives work on the flat row-major elements.
+// - Every op has an async form returning a Work. Async ops of one communicator execute in issue
+//   order on that communicator's own stream of execution (MPI: one communication thread; NCCL:
+//   one cudaStream_t). The sync form is async + wait(), so sync and async ops are ordered alike.
+//   Between issue and wait() the op reads its inputs and writes its outputs at any time: do not
+//   touch them until wait() returns.
+// - Like MPI, every rank of the communicator must issue the same collectives in the same order
+//   with the same element counts; ranks with different counts are a bug in the caller.
+// - Work::wait() waits at most timeout_s (CommOptions, --comm-timeout-s); then it prints
+//   "rank R: <op> of N bytes did not complete within T s; a peer rank probably died or hung"
+//   and aborts the whole job (MPI_Abort) with kCommTimeoutExitCode.
+// - Every op reports an OpRecord (observer.h) to the observer, if one is set; split() children
+//   inherit the observer and the options.
+//
+// Sizes not divisible by the communicator size follow the padding rule of shard.h:
+//   reduce_scatter: input N elements (any N); output shard_numel(N, n) = ceil(N/n) elements.
+//     The input is padded with zeros to n*shard; rank r receives the reduction of padded
+//     elements [r*shard, (r+1)*shard). Slots past N (only on the last ranks) come out as 0.
+//   all_gather: input m elements on every rank; output N elements with ceil(N/n) == m, i.e.
+//     any N in ((m-1)*n, m*n]. The output is the concatenation of the inputs in rank order,
+//     truncated to N. So all_gather(reduce_scatter(x)) has x's element count again.
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "comm/observer.h"
+#include "comm/shard.h"
+
+namespace hlp::comm {
+
+enum class ReduceOp { Sum, Avg, Max };
+const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max"
+
+struct CommOptions {
+  double timeout_s = 300.0;  // Work::wait() limit before aborting the job (--comm-timeout-s)
+};
+
+// Exit code of a job aborted because an op exceeded the comm timeout.
+constexpr int kCommTimeoutExitCode = 75;
+
+// Handle to one issued op.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the op completed; rethrows an error the op raised. Waits at most the comm
+  // timeout, then aborts the job (see above). Safe to call more than once.
+  virtual void wait() = 0;
+  // Non-blocking.
+  virtual bool is_completed() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  explicit Communicator(CommOptions options) : timeout_s_(options.timeout_s) {}
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* backend_name() const = 0;  // "mpi", "nccl"
+
+  // Collective over this communicator: ranks passing the same color form one new communicator,
+  // ranked by (key, old rank). color < 0 means "not in any group" and returns nullptr.
+  // The child inherits the observer and the timeout.
+  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+
+  // ---- async forms ----
+  // tensor <- op over ranks of tensor (in place).
+  virtual WorkPtr all_reduce_async(at::Tensor tensor, ReduceOp op) = 0;
+  // output (N elements, ceil(N/n) == input.numel()) <- concat over ranks of input, truncated.
+  virtual WorkPtr all_gather_async(at::Tensor input, at::Tensor output) = 0;
+  // output (ceil(N/n) elements) <- op over ranks of this rank's slice of the zero-padded input.
+  virtual WorkPtr reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op) = 0;
+  // tensor <- root's tensor.
+  virtual WorkPtr broadcast_async(at::Tensor tensor, int root) = 0;
+  // Point-to-point. Started in issue order but, unlike collectives, they complete whenever
+  // the peer matches them, so two ranks may exchange in both directions without deadlock.
+  // Tags must be >= 0; a recv must have the same element count as the matching send.
+  virtual WorkPtr send_async(at::Tensor tensor, int dst, int tag) = 0;
+  virtual WorkPtr recv_async(at::Tensor tensor, int src, int tag) = 0;
+  virtual WorkPtr barrier_async() = 0;
+
+  // ---- sync forms: async + wait ----
+  void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
+    issue_sync([&] { return all_reduce_async(tensor, op); });
+  }
+  void all_gather(const at::Tensor& input, const at::Tensor& output) {
+    issue_sync([&] { return all_gather_async(input, output); });
+  }
+  void reduce_scatter(const at::Tensor& input, const at::Tensor& output,
+                      ReduceOp op = ReduceOp::Sum) {
+    issue_sync([&] { return reduce_scatter_async(input, output, op); });
+  }
+  void broadcast(const at::Tensor& tensor, int root) {
+    issue_sync([&] { return broadcast_async(tensor, root); });
+  }
+  void send(const at::Tensor& tensor, int dst, int tag = 0) {
+    issue_sync([&] { return send_async(tensor, dst, tag); });
+  }
+  void recv(const at::Tensor& tensor, int src, int tag = 0) {
+    issue_sync([&] { return recv_async(tensor, src, tag); });
+  }
+  void barrier() {
+    issue_sync([&] { return barrier_async(); });
+  }
+
+  // Allocating conveniences. all_gather: input [*S] -> [n, *S].
+  // reduce_scatter: input (N elements) -> 1-D [ceil(N/n)] (this rank's padded shard).
+  at::Tensor all_gather(const at::Tensor& input);
+  at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op = ReduceOp::Sum);
+
+  // ---- observer and options ----
+  void set_observer(std::shared_ptr<Observer> observer);
+  std::shared_ptr<Observer> observer() const;
+  double timeout_s() const { return timeout_s_.load(); }
+  void set_timeout_s(double timeout_s);  // applies to ops issued afterwards and to children
+  CommOptions options() const { return CommOptions{timeout_s()}; }
+
+ protected:
+  // Backends call this once per finished op (from whichever thread finished it).
+  void report(const OpRecord& record) const;
+
+  // True while a sync form issues its op (backends put it in OpRecord::async = false).
+  static bool issuing_sync();
+
+  template <typename IssueFn>
+  static void issue_sync(IssueFn issue) {
+    WorkPtr work;
+    {
+      SyncScope scope;
+      work = issue();
+    }
+    work->wait();
+  }
+
+  // Argument checks shared by the backends; throw std::invalid_argument naming the problem.
+  void check_all_gather_args(const at::Tensor& input, const at::Tensor& output) const;
+  void check_reduce_scatter_args(const at::Tensor& input, const at::Tensor& output) const;
+  void check_peer(int peer, const char* what) const;
+
+ private:
+  struct SyncScope {
+    SyncScope();
+    ~SyncScope();
+  };
+  std::atomic<double> timeout_s_;
+  mutable std::mutex observer_mutex_;
+  std::shared_ptr<Observer> observer_;
+};
+
+// Bytes of a tensor's payload (numel * element size).
+int64_t tensor_bytes(const at::Tensor& tensor);
+
+// Prints `message` as one line on stderr and ends the whole job: MPI_Abort(MPI_COMM_WORLD, code)
+// when MPI is running, std::_Exit(code) otherwise. For fatal errors on one rank, so that the
+// other ranks do not wait for it forever. Never returns.
+[[noreturn]] void abort_all(const std::string& message, int code = 1);
+
+// World rank of this process for messages (-1 before MPI is initialised).
+int world_rank_for_messages();
+
+}  // namespace hlp::comm

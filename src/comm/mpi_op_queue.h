@@ -1,0 +1,70 @@
+#pragma once
+// One communication thread per MPI communicator: executes that communicator's ops in issue
+// order (the CPU analogue of an NCCL stream). The thread starts on the first op.
+//
+// Collectives run to completion on the thread, one after another. Point-to-point ops are
+// posted (MPI_Isend / MPI_Irecv) in issue order and then tested between later ops, so a send
+// does not block the queue until the peer receives it.
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/observer.h"
+#include "comm/thread_work.h"
+
+namespace hlp::comm {
+
+struct MpiTask {
+  std::shared_ptr<ThreadWork> work;
+  OpRecord record;  // kind, bytes, group_size, peer, async filled in; times by the queue
+  // Collective: runs the whole op.
+  std::function<void()> run;
+  // Point-to-point (when run is empty): posts the request; finish runs after it completed.
+  std::function<MPI_Request()> post;
+  std::function<void(const MPI_Status&)> finish;
+  bool reported = true;  // false: not passed to the observer (internal setup ops)
+};
+
+class MpiOpQueue {
+ public:
+  using Reporter = std::function<void(const OpRecord&)>;
+  explicit MpiOpQueue(Reporter reporter) : reporter_(std::move(reporter)) {}
+  ~MpiOpQueue();
+  MpiOpQueue(const MpiOpQueue&) = delete;
+  MpiOpQueue& operator=(const MpiOpQueue&) = delete;
+
+  void push(MpiTask task);
+
+  // Lets queued ops finish, then stops the thread. If it is still busy after timeout_s
+  // (a peer never joined), aborts the job with a message.
+  void stop(double timeout_s);
+
+ private:
+  struct PendingP2P {
+    MpiTask task;
+    MPI_Request request;
+  };
+  void loop();
+  void run_task(MpiTask& task);
+  void post_p2p(MpiTask task);
+  void poll_p2p();
+  void complete(MpiTask& task, std::exception_ptr error);
+
+  Reporter reporter_;
+  std::mutex mutex_;
+  std::condition_variable cv_;        // wakes the comm thread: new task or stop
+  std::condition_variable exited_cv_; // tells stop() that the thread left its loop
+  std::deque<MpiTask> queue_;
+  bool stopping_ = false;
+  bool exited_ = false;
+  std::thread thread_;
+  std::vector<PendingP2P> pending_;  // comm thread only
+};
+
+}  // namespace hlp::comm
