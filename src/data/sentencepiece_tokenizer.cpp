@@ -2,6 +2,8 @@
 // keeps no per-call state, so one processor serves all loader threads.
 #include <sentencepiece_processor.h>
 
+#include <cstdio>
+
 #include "common/error.h"
 #include "data/tokenizer.h"
 
@@ -18,6 +20,14 @@ class SentencePieceTokenizer final : public Tokenizer {
     vocab_size_ = processor_.GetPieceSize();
     // A model without </s> gets one extra id past its vocabulary as end-of-text.
     eot_id_ = processor_.eos_id() >= 0 ? processor_.eos_id() : vocab_size_++;
+    // The name identifies the model by content (FNV-1a of its bytes), not by where it lies, so
+    // that a cursor saved in one directory resumes from another.
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (unsigned char c : processor_.serialized_model_proto()) hash = (hash ^ c) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+    const size_t slash = model_path.find_last_of('/');
+    name_ = "sentencepiece:" + model_path.substr(slash == std::string::npos ? 0 : slash + 1) + "#" + hex;
   }
 
   void encode(std::string_view text, std::vector<int32_t>& ids) const override {
@@ -38,10 +48,10 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   int vocab_size() const override { return vocab_size_; }
   int eot_id() const override { return eot_id_; }
-  std::string name() const override { return "sentencepiece:" + path_; }
+  std::string name() const override { return name_; }
 
  private:
-  std::string path_;
+  std::string path_, name_;
   sentencepiece::SentencePieceProcessor processor_;
   int vocab_size_ = 0;
   int eot_id_ = 0;

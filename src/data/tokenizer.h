@@ -20,7 +20,8 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int vocab_size() const = 0;  // every id is in [0, vocab_size)
   virtual int eot_id() const = 0;      // separates packed documents
-  virtual std::string name() const = 0;  // "byte" or "sentencepiece:<file>"
+  // "byte" or "sentencepiece:<file name>#<content hash>"; recorded in cursors and results.
+  virtual std::string name() const = 0;
 };
 
 class ByteTokenizer final : public Tokenizer {

@@ -30,6 +30,11 @@ TEST_CASE("data: sentencepiece tokenizer loads the sample model and round-trips 
   REQUIRE(ids.size() < 30);  // subwords, not bytes
   for (int32_t id : ids) REQUIRE((id >= 0 && id < tok->vocab_size()));
   REQUIRE(tok->decode(ids) == "The jury said it did find that many laws are outmoded.");
+  // The name (recorded in cursors) identifies the model by content, not by its directory.
+  TempDir dir;
+  std::filesystem::copy_file(sample("spm.model"), dir.file("spm.model"));
+  REQUIRE(make_tokenizer(dir.file("spm.model"))->name() == tok->name());
+  REQUIRE_THAT(tok->name(), Catch::StartsWith("sentencepiece:spm.model#"));
 }
 
 TEST_CASE("data: a tokenizer file that is not a SentencePiece model is a UserError", "[data][tokenizer][bad-input]") {
