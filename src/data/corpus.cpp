@@ -127,9 +127,12 @@ std::optional<uint64_t> Corpus::find_cut(uint64_t from, uint64_t limit) const {
     reader.read(fi, start - f.begin - 1, &prev, 1);
     bool at_line_start = prev == '\n';
     // Walk the line starts of [start, stop) through a 64 KiB window.
-    for (uint64_t pos = start; pos < stop;) {
+    // Windows grow 4 KiB → 64 KiB: a boundary is usually near, and every rank looks for the
+    // start of every lane, so the first read stays small.
+    size_t window = 4096;
+    for (uint64_t pos = start; pos < stop; window = std::min(window * 4, buf.size())) {
       const size_t n = reader.read(fi, pos - f.begin, buf.data(),
-                                   static_cast<size_t>(std::min<uint64_t>(buf.size(), file_end - pos)));
+                                   static_cast<size_t>(std::min<uint64_t>(window, file_end - pos)));
       if (n == 0) break;
       size_t i = 0;
       while (pos + i < stop && i < n) {

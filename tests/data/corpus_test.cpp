@@ -70,6 +70,19 @@ TEST_CASE("data: cuts fall on document boundaries when there is one, else on lin
   REQUIRE_FALSE(c.find_cut(text.size() - 3, text.size()).has_value());
 }
 
+TEST_CASE("data: a document boundary far away is found across read windows", "[data][corpus]") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += "line " + std::to_string(i) + " of one long document\n";
+  const uint64_t blank = text.size();
+  text += "   \nnext document\n";
+  dir.write("far.txt", text);
+  const Corpus c = Corpus::open(dir.file("far.txt"));
+  REQUIRE(blank > 64 * 1024);
+  REQUIRE(c.find_cut(3, text.size()) == blank);
+  REQUIRE(c.find_cut(3, blank) == text.find('\n') + 1);  // none in the window: a line start
+}
+
 TEST_CASE("data: lanes partition the corpus and every document is read once per epoch", "[data][layout]") {
   TempDir dir;
   const auto docs = hlp::data::testing::numbered_documents(200);
