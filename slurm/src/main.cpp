@@ -29,7 +29,7 @@ std::string own_bin_dir() {
 }
 
 int run(int argc, char** argv) {
-  std::string job_path, site_text, out_dir, hlp_bin, template_dir, mpiexec;
+  std::string job_path, site_text, out_dir, hlp_bin, template_dir, mpiexec, results_dir, report_dir;
   bool submit = false, run_local = false, list = false;
   po::options_description options(
       "hlp-sweep JOBFILE --site local|psc-bridges2|generic [--out DIR] [--submit | --run-local]\n"
@@ -42,6 +42,8 @@ int run(int argc, char** argv) {
       ("out", po::value(&out_dir), "directory of the rendered sweep (default slurm/out/<sweep name>)")
       ("submit", po::bool_switch(&submit), "sbatch the arrays, then the analysis job (afterok); print the job ids")
       ("run-local", po::bool_switch(&run_local), "no Slurm: run each configuration with mpiexec -n <ranks>, then hlp-analyze")
+      ("results-dir", po::value(&results_dir), "where the .h5 files go (default: the job file's results-dir, inside --out)")
+      ("report-dir", po::value(&report_dir), "where the report goes (default: the job file's report-dir, inside --out)")
       ("list", po::bool_switch(&list), "print the configurations and exit (writes nothing)")
       ("hlp-bin", po::value(&hlp_bin), "directory with hlp-train and hlp-analyze (default: next to hlp-sweep)")
       ("templates", po::value(&template_dir)->default_value(HLP_SWEEP_TEMPLATE_DIR), "directory of the sbatch templates")
@@ -79,15 +81,17 @@ int run(int argc, char** argv) {
   render.out_dir = out_dir.empty() ? "slurm/out/" + sweep.name : out_dir;
   render.hlp_bin = fs::absolute(hlp_bin.empty() ? own_bin_dir() : hlp_bin).lexically_normal().string();
   render.template_dir = template_dir;
+  render.results_dir = results_dir;
+  render.report_dir = report_dir;
   const RenderedSweep rendered = render_sweep(job, sweep, render);
 
   std::cout << "sweep '" << sweep.name << "': " << sweep.configs.size() << " configurations ("
             << sweep.excluded << " excluded) in " << sweep.shapes.size() << " job array(s), site "
             << site_name(site) << ", written to " << rendered.sweep_dir << "\n";
   for (size_t i = 0; i < sweep.shapes.size(); ++i)
-    std::cout << "  " << std::left << std::setw(28) << rendered.array_scripts[i]
+    std::cout << "  " << std::left << std::setw(30) << rendered.array_scripts[i] << " "
               << sweep.shapes[i].config_indices.size() << " task(s) of " << sweep.shapes[i].ranks << " rank(s)\n";
-  std::cout << "  " << std::left << std::setw(28) << rendered.analysis_script
+  std::cout << "  " << std::left << std::setw(30) << rendered.analysis_script << " "
             << "hlp-analyze report, after all arrays succeed\n";
 
   if (run_local) {

@@ -94,8 +94,12 @@ RenderedSweep render_sweep(const JobFile& job, const Sweep& sweep, const RenderO
   const fs::path dir = fs::absolute(options.out_dir).lexically_normal();
   RenderedSweep rendered;
   rendered.sweep_dir = dir.string();
-  rendered.results_dir = resolve(dir, job.setting(site, "results-dir", "results")).string();
-  rendered.report_dir = resolve(dir, job.setting(site, "report-dir", "report")).string();
+  rendered.results_dir = options.results_dir.empty()
+                             ? resolve(dir, job.setting(site, "results-dir", "results")).string()
+                             : fs::absolute(options.results_dir).lexically_normal().string();
+  rendered.report_dir = options.report_dir.empty()
+                            ? resolve(dir, job.setting(site, "report-dir", "report")).string()
+                            : fs::absolute(options.report_dir).lexically_normal().string();
   rendered.log_dir = (dir / "logs").string();
   std::error_code ec;
   for (const fs::path& d : {dir, dir / "configs", fs::path(rendered.log_dir)}) {

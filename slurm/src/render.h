@@ -21,6 +21,8 @@ struct RenderOptions {
   std::string out_dir;        // the sweep's directory (made absolute)
   std::string hlp_bin;        // directory holding hlp-train and hlp-analyze (absolute)
   std::string template_dir;   // slurm/templates
+  std::string results_dir;    // overrides the job file's results-dir when set (relative to cwd)
+  std::string report_dir;     // overrides the job file's report-dir when set (relative to cwd)
 };
 
 struct RenderedSweep {

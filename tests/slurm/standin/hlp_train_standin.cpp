@@ -18,6 +18,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 #include <chrono>
 
 namespace {
@@ -137,6 +138,16 @@ int main(int argc, char** argv) {
     write_int_attribute(file, "world_size", world);
     write_int_attribute(file, "steps", steps);
     write_int_attribute(file, "resumed_from_step", resume ? first_step : -1);
+    // /steps/loss [world_size, steps] (made-up values: this is not a trainer)
+    hid_t steps_group = H5Gcreate2(file, "steps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = {static_cast<hsize_t>(world), static_cast<hsize_t>(steps)};
+    std::vector<double> loss(dims[0] * dims[1], 1.0);
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t dataset = H5Dcreate2(steps_group, "loss", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, loss.data());
+    H5Dclose(dataset);
+    H5Sclose(space);
+    H5Gclose(steps_group);
     write_int_attribute(file, "complete", 1);
     H5Fclose(file);
     std::printf("stand-in hlp-train: %s on %d ranks, %lld steps -> %s\n", strategy.c_str(), world, steps,
