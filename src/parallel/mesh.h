@@ -1,0 +1,52 @@
+#pragma once
+// The dp x pp x tp device mesh over a world communicator, with one sub-communicator per axis.
+// Placement is mesh_layout.h's (Megatron order, tp innermost):
+//   world_rank = (dp_index * pp + pp_index) * tp + tp_index
+// e.g. 4 ranks, --tp 2: dp 2 x pp 1 x tp 2; tp groups {0,1} {2,3}; dp groups {0,2} {1,3}.
+//
+// Each axis communicator ranks its members by their index along that axis, so
+// dp_comm().rank() == coord().dp, pp_comm().rank() == coord().pp, tp_comm().rank() == coord().tp.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/mesh_layout.h"
+
+namespace hlp::parallel {
+
+enum class MeshAxis { DP, PP, TP };
+const char* mesh_axis_name(MeshAxis axis);  // "dp", "pp", "tp"
+
+// World ranks in the group of `coord` along `axis`, in axis order (pure arithmetic).
+std::vector<int> axis_ranks(const MeshShape& shape, const MeshCoord& coord, MeshAxis axis);
+
+class Mesh {
+ public:
+  // Collective over world (every rank must construct its Mesh at the same point).
+  // Throws hlp::UserError naming the numbers when world->size() is not a multiple of tp * pp
+  // or tp / pp < 1 (on every rank alike, before any communication).
+  Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp);
+
+  const MeshShape& shape() const { return shape_; }
+  const MeshCoord& coord() const { return coord_; }
+  int world_rank() const { return world_->rank(); }
+
+  const std::shared_ptr<comm::Communicator>& world_comm() const { return world_; }
+  const std::shared_ptr<comm::Communicator>& dp_comm() const { return dp_; }  // same pp, tp
+  const std::shared_ptr<comm::Communicator>& pp_comm() const { return pp_; }  // same dp, tp
+  const std::shared_ptr<comm::Communicator>& tp_comm() const { return tp_; }  // same dp, pp
+  const std::shared_ptr<comm::Communicator>& axis_comm(MeshAxis axis) const;
+
+  // "dp 2 x pp 1 x tp 2" and "rank 3 = (dp 1, pp 0, tp 1)", for logs and result files.
+  std::string shape_string() const;
+  std::string coord_string() const;
+
+ private:
+  std::shared_ptr<comm::Communicator> world_;
+  MeshShape shape_;
+  MeshCoord coord_;
+  std::shared_ptr<comm::Communicator> dp_, pp_, tp_;
+};
+
+}  // namespace hlp::parallel
