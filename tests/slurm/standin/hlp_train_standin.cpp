@@ -8,7 +8,8 @@
 // Environment knobs for the tests:
 //   HLP_STANDIN_FAIL_STRATEGY=ddp   configurations with this strategy exit with status 3
 //   HLP_STANDIN_STEP_S=0.5          seconds per fake step (default 0); on SIGUSR1 the stand-in
-//                                   writes DIR/step.txt at the next step and exits 0
+//                                   writes DIR/step.txt at the next step and exits 75
+//                                   (EX_TEMPFAIL: "checkpointed, not finished, resume me")
 #include <hdf5.h>
 #include <mpi.h>
 
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "stand-in hlp-train: USR1, checkpoint at step %lld written\n", step);
       }
       MPI_Finalize();
-      return 0;
+      return 75;
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(step_s));
   }
