@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/error.h"
 #include "data/utf8.h"
 
 namespace hlp::data {
@@ -63,7 +64,7 @@ bool DocumentReader::peek_line(size_t max, std::string_view* line, bool* complet
   if (pos_ >= stop) return false;
   size_t want = kWindowBytes;
   while (true) {
-    fill(want);
+    const bool complete_read = fill(want);
     const char* base = window_.data() + (pos_ - window_begin_);
     const size_t avail =
         static_cast<size_t>(std::min<uint64_t>(window_begin_ + window_.size(), stop) - pos_);
@@ -88,6 +89,9 @@ bool DocumentReader::peek_line(size_t max, std::string_view* line, bool* complet
       consumed_line_bytes_ = avail;
       return true;
     }
+    if (!complete_read)
+      throw user_error("corpus file '", f.path, "' is shorter than when the run started (",
+                       f.size_bytes, " bytes); do not change the corpus during a run");
     want = std::max(want, avail) * 2;
   }
 }

@@ -138,3 +138,13 @@ TEST_CASE("data: an unreadable corpus file is a UserError", "[data][corpus][bad-
   REQUIRE_THROWS_WITH(Corpus::open(dir.path() + "/*.txt"), Catch::Contains("cannot read") &&
                                                                Catch::Contains("locked.txt"));
 }
+
+TEST_CASE("data: a corpus file that shrinks during a run is an error, not a hang", "[data][corpus][bad-input]") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "a line of text number " + std::to_string(i) + "\n";
+  const auto path = dir.write("shrink.txt", text);
+  const Corpus c = Corpus::open(path);
+  dir.write("shrink.txt", text.substr(0, 1000));  // truncated after the corpus was opened
+  REQUIRE_THROWS_WITH(read_all(c, 0, c.size_bytes()), Catch::Contains("is shorter than when the run started"));
+}
