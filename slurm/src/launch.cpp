@@ -61,6 +61,15 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   return 255;
 }
 
+// The last non-empty line of a log: usually the one-line error that made the run fail.
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last = "(empty log)";
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last;
+}
+
 std::string first_line(const std::string& text) {
   std::string line = text.substr(0, text.find('\n'));
   return line.empty() ? "(no output)" : line;
@@ -128,7 +137,8 @@ int run_sweep_locally(const Sweep& sweep, const RenderedSweep& rendered, const L
       std::cout << "ok " << seconds << "\n";
     } else {
       ++failed;
-      std::cout << "FAILED (exit " << status << ") " << seconds << ", log: " << log.string() << "\n";
+      std::cout << "FAILED (exit " << status << ") " << seconds << ": " << last_line(log.string())
+                << " (log: " << log.string() << ")\n";
     }
   }
   std::printf("%zu of %zu configurations ok in %.1f s\n", total - failed, total, now_s() - sweep_start_s);

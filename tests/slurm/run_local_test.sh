@@ -35,7 +35,8 @@ rc=$?
 set -e
 cat "$work/stdout2"
 [ "$rc" = 1 ] || fail "expected exit 1 with a failing configuration, got $rc"
-grep -Eq '^\[3/4\] fsdp n=1 \.\.\. FAILED \(exit 3\) .*logs/fsdp-n1.log$' "$work/stdout2" || fail "failure not reported"
+grep -Eq '^\[3/4\] fsdp n=1 \.\.\. FAILED \(exit 3\) [0-9.]+ s: stand-in hlp-train: failing on purpose \(strategy fsdp\) \(log: .*logs/fsdp-n1.log\)$' \
+  "$work/stdout2" || fail "failure not reported with its last log line"
 grep -q 'failing on purpose' "$work/out/logs/fsdp-n1.log" || fail "the failing task's log lacks its stderr"
 grep -q '^2 of 4 configurations ok' "$work/stdout2" || fail "no summary line"
 [ "$(grep -c '^- ' "$work/out/report/index.md")" = 2 ] || fail "the report should list the 2 results"
