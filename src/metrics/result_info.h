@@ -51,6 +51,9 @@ struct PipelineInfo {
 struct WriterOptions {
   int flush_every_steps = 10;               // K: append() flushes collectively every K steps
   std::vector<std::string> extra_metrics;   // step metrics beyond schema::kStepMetrics
+  // /steps rows are written with collective MPI-IO transfers (H5FD_MPIO_COLLECTIVE). Set false
+  // for independent transfers (fewer synchronisations when ranks oversubscribe the cores).
+  bool collective_writes = true;
 };
 
 }  // namespace hlp::metrics

@@ -1,7 +1,9 @@
 // Parallel HDF5 writer. Layout and names: schema.h and docs/results-schema.md.
 // Collective rules followed here: attributes are written by all ranks with rank 0's values
 // (broadcast first); dataset creation and H5Dset_extent are called by all ranks with the same
-// sizes; every H5Dwrite is a collective transfer in which ranks without data select nothing.
+// sizes; /steps writes are collective transfers (each rank selects its row; a rank without data
+// selects nothing); /trace/rank<N> writes are independent, by rank N only, because nobody else
+// shares that dataset and a collective call per rank would only add synchronisation.
 #include "metrics/result_writer.h"
 
 #include <unistd.h>
@@ -99,7 +101,8 @@ struct ResultWriter::State {
   std::string path;
   WriterOptions options;
   h5::Handle file;
-  h5::Handle xfer;  // collective transfer property list
+  h5::Handle xfer;        // /steps transfers: collective (or independent, see WriterOptions)
+  h5::Handle xfer_indep;  // /trace transfers: independent (each rank owns its dataset)
   std::vector<std::string> metrics;             // dataset names under /steps
   std::map<std::string, h5::Handle> metric_ds;  // name -> /steps/<name>
   h5::Handle step_index_ds;
@@ -114,7 +117,7 @@ struct ResultWriter::State {
   // One collective write of `count` rows of `mem_type` data into a 1-D or 2-D slab of ds.
   // Ranks with nothing to write pass count 0 (empty selection on both sides).
   void write_slab(hid_t ds, hid_t mem_type, const void* data, int rank_dims, const hsize_t* start,
-                  const hsize_t* count, const std::string& what) {
+                  const hsize_t* count, const std::string& what, hid_t transfer) {
     h5::Handle fspace = h5::space(H5Dget_space(ds), what);
     hsize_t n = 1;
     for (int d = 0; d < rank_dims; ++d) n *= count[d];
@@ -128,7 +131,7 @@ struct ResultWriter::State {
           H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr), what);
     }
     static const char dummy[64] = {};
-    h5::check_status(H5Dwrite(ds, mem_type, mspace, fspace, xfer, data ? data : dummy), what);
+    h5::check_status(H5Dwrite(ds, mem_type, mspace, fspace, transfer, data ? data : dummy), what);
   }
 };
 
@@ -200,7 +203,11 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   }
   s.file = h5::Handle(fid, H5Fclose);
   s.xfer = h5::plist(H5Pcreate(H5P_DATASET_XFER), "transfer list");
-  h5::check_status(H5Pset_dxpl_mpio(s.xfer, H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
+  h5::check_status(H5Pset_dxpl_mpio(s.xfer, s.options.collective_writes ? H5FD_MPIO_COLLECTIVE
+                                                                      : H5FD_MPIO_INDEPENDENT),
+                   "H5Pset_dxpl_mpio");
+  s.xfer_indep = h5::plist(H5Pcreate(H5P_DATASET_XFER), "transfer list");
+  h5::check_status(H5Pset_dxpl_mpio(s.xfer_indep, H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio");
 
   // Root attributes.
   const hid_t root = s.file.get();
@@ -243,7 +250,11 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "steps dcpl");
     H5Pset_chunk(dcpl, 2, chunk);
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &nan);
+    H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &nan);  // what readers see of unallocated chunks
+    // Parallel HDF5 allocates chunks early; writing fill values into each newly allocated chunk
+    // made every H5Dset_extent a collective write (~0.1 s each at 4 ranks on 2 cores). Every
+    // cell is written right after the extension anyway (NaN where a rank had no value).
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
     for (const auto& m : s.metrics) {
       s.metric_ds.emplace(m, h5::dataset(H5Dcreate2(g, m.c_str(), H5T_IEEE_F64LE, sp, H5P_DEFAULT,
                                                     dcpl, H5P_DEFAULT),
@@ -400,7 +411,7 @@ void ResultWriter::flush() {
         row[static_cast<size_t>(i)] =
             it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
       }
-      s.write_slab(ds, H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt, "write /steps/" + m);
+      s.write_slab(ds, H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt, "write /steps/" + m, s.xfer);
     }
     // /steps/step from rank 0's records.
     std::vector<int64_t> step_numbers;
@@ -409,7 +420,7 @@ void ResultWriter::flush() {
     const hsize_t start1[1] = {static_cast<hsize_t>(s.steps_written)};
     const hsize_t cnt1[1] = {s.rank == 0 ? static_cast<hsize_t>(count) : 0};
     s.write_slab(s.step_index_ds, H5T_NATIVE_INT64, step_numbers.data(), 1, start1, cnt1,
-                 "write /steps/step");
+                 "write /steps/step", s.xfer);
     s.steps_written += count;
     s.steps.clear();
   }
@@ -425,10 +436,12 @@ void ResultWriter::flush() {
     const hid_t ds = s.trace_ds[static_cast<size_t>(r)].get();
     const hsize_t new_rows = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)] + n);
     h5::check_status(H5Dset_extent(ds, &new_rows), "extend /trace/rank" + std::to_string(r));
-    const hsize_t start[1] = {static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)])};
-    const hsize_t cnt[1] = {r == s.rank ? static_cast<hsize_t>(n) : 0};
-    s.write_slab(ds, s.trace_type, r == s.rank ? rows.data() : nullptr, 1, start, cnt,
-                 "write /trace/rank" + std::to_string(r));
+    if (r == s.rank) {  // independent: only the owner writes; the extent above was collective
+      const hsize_t start[1] = {static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)])};
+      const hsize_t cnt[1] = {static_cast<hsize_t>(n)};
+      s.write_slab(ds, s.trace_type, rows.data(), 1, start, cnt,
+                   "write /trace/rank" + std::to_string(r), s.xfer_indep);
+    }
     s.trace_rows[static_cast<size_t>(r)] += n;
   }
   s.events.clear();
@@ -450,6 +463,7 @@ void ResultWriter::finish() {
   s.step_index_ds.reset();
   s.trace_type.reset();
   s.xfer.reset();
+  s.xfer_indep.reset();
   s.file.reset();  // H5Fclose: collective, writes everything
 }
 

@@ -1,0 +1,30 @@
+#pragma once
+// Chrome trace / Perfetto JSON export of one result file (REFERENCE.md §6):
+//   pid = rank, tid = lane (0 compute, 1 comm, 2 data); "X" complete events with ts/dur in µs
+//   since the aligned run start; "C" counter events "memory" (current_bytes, peak_bytes at each
+//   step end); "M" metadata (process_name, thread_name, sort indices).
+// Events on one tid nest perfectly: per lane they are sorted by start, and an event that would
+// partly overlap an open one (e.g. a sync op during an async one on the comm lane) moves to an
+// overflow tid of the same lane (tid = lane + 3 k, named "comm #2" ...).
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace hlp::metrics {
+
+class ResultReader;
+
+struct TraceExportStats {
+  int64_t complete_events = 0;  // "X"
+  int64_t counter_events = 0;   // "C"
+  int64_t overflow_tids = 0;    // extra tids needed to keep nesting perfect
+};
+
+// Builds the JSON document ({"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}).
+nlohmann::json chrome_trace_json(const ResultReader& reader, TraceExportStats* stats = nullptr);
+
+// Reads h5_path, writes json_path. Throws hlp::UserError for an unreadable input or output.
+TraceExportStats export_chrome_trace(const std::string& h5_path, const std::string& json_path);
+
+}  // namespace hlp::metrics
