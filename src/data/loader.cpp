@@ -58,7 +58,10 @@ void next_block(Loader::LaneState& s, uint64_t seed) {
     ++epoch;
     block = 0;
   }
-  if (epoch != s.epoch) s.order = block_order(seed, s.lane.index, epoch, s.lane.block_begin.size());
+  if (epoch != s.epoch) {
+    s.order = block_order(seed, s.lane.index, epoch, s.lane.block_begin.size());
+    s.epoch = epoch;
+  }
   seek_block(s, seed, epoch, block, s.lane.block_begin[s.order[static_cast<size_t>(block)]]);
 }
 

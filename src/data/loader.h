@@ -80,6 +80,7 @@ class Loader {
   int eot_id() const { return tokenizer_->eot_id(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Corpus& corpus() const { return corpus_; }
+  const DataOptions& options() const { return options_; }
   int64_t step() const { return step_; }
   int first_lane() const { return first_lane_; }
   int lanes() const { return static_cast<int>(lanes_.size()); }

@@ -268,6 +268,14 @@ TEST_CASE("data: SentencePiece streaming of the sample corpus (txt and jsonl agr
   const Batch b = jl.next();
   REQUIRE(std::vector<int64_t>(a.row(0), a.row(0) + a.cols) == std::vector<int64_t>(b.row(0), b.row(0) + b.cols));
   REQUIRE(jl.stats().malformed_lines == 0);
+  // One shared SentencePiece processor serves all threads: same batches for 1 and 2 threads.
+  o.path = sample("corpus.txt");
+  o.chunk_bytes = 8192;
+  o.loader_threads = 1;
+  Loader one(o, 0, 1);
+  o.loader_threads = 2;
+  Loader two(o, 0, 1);
+  for (int s = 0; s < 20; ++s) REQUIRE(one.next().tokens == two.next().tokens);
 }
 
 TEST_CASE("data: malformed jsonl lines are skipped, counted and reported with file:line", "[data][loader][bad-input]") {
