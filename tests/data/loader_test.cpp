@@ -365,11 +365,23 @@ TEST_CASE("data: bad loader options and inputs are UserErrors naming the numbers
 }
 
 TEST_CASE("data: last_wait_s measures the time next() waited for data", "[data][loader]") {
-  TempDir dir;
-  dir.write("c.txt", join_txt(numbered_documents(20)));
-  auto o = small_options(dir.path());
+  // The first next() right after construction must wait for a worker to tokenize a whole
+  // 256 KiB SentencePiece chunk; later waits add up to total_wait_s.
+  DataOptions o;
+  o.path = sample("corpus.txt");
+  o.tokenizer = sample("spm.model");
+  o.global_batch = 1;
+  o.seq_len = 64;
+  o.chunk_bytes = 256 * 1024;
   Loader loader(o, 0, 1);
   loader.next();
-  REQUIRE(loader.last_wait_s() >= 0.0);
-  REQUIRE(loader.total_wait_s() >= loader.last_wait_s());
+  const double first = loader.last_wait_s();
+  REQUIRE(first > 0.0);
+  double sum = first;
+  for (int s = 0; s < 5; ++s) {
+    loader.next();
+    REQUIRE(loader.last_wait_s() >= 0.0);
+    sum += loader.last_wait_s();
+  }
+  REQUIRE(loader.total_wait_s() == Approx(sum));
 }
