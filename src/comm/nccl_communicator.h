@@ -1,0 +1,65 @@
+#pragma once
+// NCCL backend: CUDA tensors, bootstrapped over an MPI communicator. Built only when the CUDA
+// path is on (HLP_HAVE_CUDA; target hlp_comm_nccl). LibTorch may be CPU-only at build time:
+// this backend uses the CUDA runtime API directly, never c10/cuda.
+//
+// - Creation: rank 0 of the bootstrap communicator makes an ncclUniqueId, MPI_Bcast sends it to
+//   the others, every rank calls ncclCommInitRank on its device.
+// - split(): ncclCommSplit (NCCL >= 2.18).
+// - Each communicator owns one cudaStream_t: ops run on it in issue order. At issue, an event
+//   recorded on the legacy default stream (where LibTorch's work goes unless the caller picked
+//   another stream) makes the NCCL stream wait for the tensors to be ready; a second event
+//   marks completion. Work::wait() polls it (at most timeout_s, then abort as in
+//   communicator.h) and then runs the copy-back of strided/padded outputs.
+// - dtypes map to NCCL types natively (bfloat16 included: NCCL reduces bf16 itself, rounding
+//   per step, unlike the MPI backend's float32 reduction). Avg = ncclAvg.
+// - Point-to-point follows NCCL: a send occupies the stream until the peer receives it, so two
+//   ranks exchanging in both directions must order the pair (e.g. even ranks send first).
+// - Observer times are host times: start at issue, end when wait()/is_completed() saw the
+//   completion event.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
+
+namespace hlp::comm {
+
+class NcclCommunicator : public Communicator {
+ public:
+  // Collective over bootstrap. device: the CUDA device this rank uses.
+  static std::shared_ptr<NcclCommunicator> create(MpiCommunicator& bootstrap, int device,
+                                                  CommOptions options);
+  ~NcclCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  const char* backend_name() const override { return "nccl"; }
+  std::shared_ptr<Communicator> split(int color, int key) override;
+
+  WorkPtr all_reduce_async(at::Tensor tensor, ReduceOp op) override;
+  WorkPtr all_gather_async(at::Tensor input, at::Tensor output) override;
+  WorkPtr reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op) override;
+  WorkPtr broadcast_async(at::Tensor tensor, int root) override;
+  WorkPtr send_async(at::Tensor tensor, int dst, int tag) override;
+  WorkPtr recv_async(at::Tensor tensor, int src, int tag) override;
+  WorkPtr barrier_async() override;
+
+  struct Impl;  // NCCL comm, stream, device (nccl_communicator.cpp)
+
+ private:
+  NcclCommunicator(std::unique_ptr<Impl> impl, CommOptions options);
+  WorkPtr issue(OpKind kind, int64_t bytes, int peer, const std::function<void()>& enqueue,
+                std::function<void()> finish);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Visible CUDA devices; 0 with *error set when the runtime reports one (no driver, no device).
+int cuda_device_count(std::string* error);
+
+// "2.28.3" from ncclGetVersion, and the CUDA runtime version as "13.0".
+std::string nccl_version_string();
+std::string cuda_runtime_version_string();
+
+}  // namespace hlp::comm
