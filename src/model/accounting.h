@@ -1,0 +1,79 @@
+#pragma once
+// Parameter and FLOP accounting from the config alone (nothing allocated), so that
+// jet-nemotron-4b can be counted on a laptop and the pipeline balancer can plan stages.
+//
+// Layer index convention (same as HybridLM and the pipeline balancer):
+//   0 = embedding, 1..L = blocks 0..L-1, L+1 = head (final norm + LM head).
+// With tied embeddings, the shared matrix is counted once, in layer 0, as parameters; its
+// matmul FLOPs are charged to the head, where the matmul happens.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/lora_config.h"
+
+namespace hlp::model {
+
+// One parameter of the model exactly as HybridLM names it (named_parameters()).
+struct ParamSpec {
+  std::string name;            // e.g. "blocks.3.mixer.q_proj.weight"
+  std::string module;          // e.g. "blocks.3.mixer.q_proj"
+  std::vector<int64_t> shape;  // e.g. {out, in}
+  int64_t numel = 0;
+  int64_t layer = 0;           // layer index convention above
+  bool trainable = false;
+  bool adapter = false;        // lora_A / lora_B
+};
+
+// One projection (a LoRALinear in the model).
+struct LinearSpec {
+  std::string module;  // "blocks.3.mixer.q_proj"
+  int64_t in = 0, out = 0;
+  bool bias = false;
+  int64_t layer = 0;
+};
+
+std::vector<LinearSpec> linear_table(const ModelConfig& config);
+std::vector<ParamSpec> parameter_table(const ModelConfig& config, const LoraConfig& lora);
+
+struct ParamCounts {
+  int64_t total = 0;      // every parameter (adapters included, tied matrix once)
+  int64_t base = 0;       // total - adapter
+  int64_t adapter = 0;    // lora_A + lora_B
+  int64_t trainable = 0;  // requires_grad after apply_lora
+  std::vector<int64_t> per_layer_total;      // size L + 2 (layer index convention)
+  std::vector<int64_t> per_layer_trainable;  // size L + 2
+};
+
+ParamCounts count_parameters(const ModelConfig& config, const LoraConfig& lora = LoraConfig::none());
+
+// Forward FLOPs per token of each layer (size L + 2) at sequence length seq_len:
+// 2 x (layer parameters) for the weights + the token-mixing term (attention scores and
+// values, or the gated-delta chunk work). Units: FLOP per token (multiply-add = 2 FLOP).
+std::vector<double> layer_forward_flops_per_token(const ModelConfig& config, int64_t seq_len);
+
+// Token-mixing FLOPs of one training step (forward + backward) per token for one layer,
+// REFERENCE.md §3: A 12 H d T, S 12 H d min(T, w), G 3 H [6 dk dv + C (5 dk + 3 dv)].
+double mixing_training_flops_per_token(const ModelConfig& config, int64_t layer, int64_t seq_len);
+
+struct TrainingFlops {
+  // "model FLOPs": 6 N + mixing, N = every parameter a matmul reads (tied matrix once);
+  // the convention of the scaling-law / MFU literature, independent of what trains.
+  double model_per_token = 0;
+  // "executed FLOPs": LoRA-aware. Frozen weight 4 per parameter (forward + input gradient),
+  // trainable 6, adapters 6 r (in + out), mixing term as above, plus one more forward of every
+  // block when activation checkpointing recomputes it.
+  double executed_per_token = 0;
+  int64_t n_params = 0;  // N used in 6 N
+};
+
+TrainingFlops training_flops_per_token(const ModelConfig& config, const LoraConfig& lora,
+                                       int64_t seq_len);
+
+// Per-layer cost for the pipeline balancer (size L + 2, layer index convention), in executed
+// training FLOP per token (forward + backward, LoRA- and checkpointing-aware). Sums to
+// training_flops_per_token(...).executed_per_token. The embedding lookup costs 0 FLOP.
+std::vector<double> layer_costs(const ModelConfig& config, const LoraConfig& lora, int64_t seq_len);
+
+}  // namespace hlp::model

@@ -1,0 +1,63 @@
+#include "model/attention.h"
+
+#include <cmath>
+#include <limits>
+
+namespace hlp::model {
+
+torch::Tensor apply_rope(const torch::Tensor& x, double theta) {
+  const int64_t T = x.size(2), hd = x.size(3);
+  auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
+  // inv_freq: [hd/2]; angles: [T, hd/2] -> [T, hd] (the two halves share frequencies)
+  auto inv_freq = torch::pow(theta, -torch::arange(0, hd, 2, f64) / static_cast<double>(hd));
+  auto angles = torch::outer(torch::arange(T, f64), inv_freq);
+  angles = torch::cat({angles, angles}, -1);
+  auto cos = angles.cos().to(x.scalar_type());
+  auto sin = angles.sin().to(x.scalar_type());
+  auto halves = x.chunk(2, -1);
+  auto rotated = torch::cat({-halves[1], halves[0]}, -1);
+  return x * cos + rotated * sin;
+}
+
+torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::Device& device) {
+  auto pos = torch::arange(seq_len, torch::TensorOptions().dtype(torch::kLong).device(device));
+  auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);  // [T, T]: i - j
+  auto allowed = distance >= 0;
+  if (window > 0) allowed = allowed & (distance < window);
+  return allowed;
+}
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, int64_t window_)
+    : head_dim(c.attn_head_dim), window(window_), rope_theta(c.rope_theta) {
+  const int64_t q_width = c.attn_heads * c.attn_head_dim;
+  const int64_t kv_width = c.attn_kv_heads * c.attn_head_dim;
+  q_proj = register_module("q_proj", LoRALinear(c.hidden, q_width, c.attn_qkv_bias));
+  k_proj = register_module("k_proj", LoRALinear(c.hidden, kv_width, c.attn_qkv_bias));
+  v_proj = register_module("v_proj", LoRALinear(c.hidden, kv_width, c.attn_qkv_bias));
+  o_proj = register_module("o_proj", LoRALinear(q_width, c.hidden, false));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1);
+  // [B, T, H*hd] -> [B, H, T, hd]
+  auto q = q_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
+  auto k = k_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
+  auto v = v_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
+  const int64_t heads = q.size(1), kv_heads = k.size(1);
+  q = apply_rope(q, rope_theta);
+  k = apply_rope(k, rope_theta);
+  if (heads != kv_heads) {  // GQA: each KV head serves heads / kv_heads query heads
+    k = k.repeat_interleave(heads / kv_heads, 1);
+    v = v.repeat_interleave(heads / kv_heads, 1);
+  }
+  // scores: [B, H, T, T]
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  auto allowed = causal_window_mask(T, window, x.device());
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1);
+  auto out = torch::matmul(probs, v);                      // [B, H, T, hd]
+  out = out.transpose(1, 2).reshape({B, T, heads * head_dim});  // [B, T, H*hd]
+  return o_proj->forward(out);
+}
+
+}  // namespace hlp::model

@@ -1,0 +1,36 @@
+#pragma once
+// Causal softmax self-attention with RoPE and grouped-query attention (GQA), optionally
+// restricted to a sliding window: query i sees keys j with i - window < j <= i.
+// Parameter names (PEFT / Qwen2): q_proj, k_proj, v_proj (bias if attn_qkv_bias), o_proj.
+//
+// The head counts are read from the projection outputs at run time (q_proj rows / head_dim),
+// so a tensor-parallel shard holding a slice of the heads runs the same code.
+#include <torch/torch.h>
+
+#include "model/config.h"
+#include "model/lora_linear.h"
+
+namespace hlp::model {
+
+// Rotary embedding (rotate-half convention) at positions 0..T-1. x: [B, H, T, hd].
+torch::Tensor apply_rope(const torch::Tensor& x, double theta);
+
+// allowed[i][j] = (j <= i) && (i - j < window); window <= 0 means full causal. [T, T] bool.
+torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::Device& device);
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  // window <= 0: full causal attention (A layers); window > 0: sliding window (S layers).
+  CausalSelfAttentionImpl(const ModelConfig& config, int64_t window);
+
+  // x: [B, T, D] -> [B, T, D]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  int64_t head_dim;
+  int64_t window;
+  double rope_theta;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+}  // namespace hlp::model

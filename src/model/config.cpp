@@ -1,0 +1,177 @@
+#include "model/config.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace hlp::model {
+
+GdnMode parse_gdn_mode(const std::string& text) {
+  if (text == "chunked") return GdnMode::chunked;
+  if (text == "recurrent") return GdnMode::recurrent;
+  throw user_error("--gdn-mode '", text, "' is unknown: use chunked or recurrent");
+}
+
+std::string to_string(GdnMode mode) {
+  return mode == GdnMode::chunked ? "chunked" : "recurrent";
+}
+
+LayerKind ModelConfig::layer_kind(int64_t layer) const {
+  return static_cast<LayerKind>(pattern.at(static_cast<size_t>(layer)));
+}
+
+int64_t ModelConfig::count_layers(LayerKind kind) const {
+  return std::count(pattern.begin(), pattern.end(), static_cast<char>(kind));
+}
+
+ModelConfig ModelConfig::with_vocab(int64_t vocab_size) const {
+  ModelConfig copy = *this;
+  copy.vocab = vocab_size;
+  copy.validate();
+  return copy;
+}
+
+ModelConfig ModelConfig::with_pattern(const std::string& new_pattern) const {
+  ModelConfig copy = *this;
+  copy.pattern = new_pattern;
+  copy.validate();
+  return copy;
+}
+
+static void require_positive(int64_t value, const char* field) {
+  if (value <= 0) throw user_error("model config: ", field, " must be > 0, got ", value);
+}
+
+void ModelConfig::validate() const {
+  if (pattern.empty())
+    throw user_error("model config: empty layer pattern: give one letter per layer, e.g. GGAGS "
+                     "(G gated delta, A full attention, S sliding window)");
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c != 'G' && c != 'A' && c != 'S')
+      throw user_error("model config: layer pattern '", pattern, "' has '", c, "' at position ",
+                       i, ": use only G (gated delta), A (full attention), S (sliding window)");
+  }
+  require_positive(hidden, "hidden");
+  require_positive(mlp_hidden, "mlp_hidden");
+  require_positive(vocab, "vocab");
+  if (!(rms_eps > 0)) throw user_error("model config: rms_eps must be > 0");
+  const bool has_attention = count_layers(LayerKind::full_attention) +
+                                 count_layers(LayerKind::sliding_window) > 0;
+  if (has_attention) {
+    require_positive(attn_heads, "attn_heads");
+    require_positive(attn_kv_heads, "attn_kv_heads");
+    require_positive(attn_head_dim, "attn_head_dim");
+    if (attn_heads % attn_kv_heads != 0)
+      throw user_error("model config: attn_kv_heads ", attn_kv_heads,
+                       " does not divide attn_heads ", attn_heads,
+                       " (GQA needs a whole number of query heads per KV head)");
+    if (attn_head_dim % 2 != 0)
+      throw user_error("model config: attn_head_dim ", attn_head_dim,
+                       " must be even (RoPE rotates pairs of channels)");
+    if (!(rope_theta > 0)) throw user_error("model config: rope_theta must be > 0");
+  }
+  if (count_layers(LayerKind::sliding_window) > 0) require_positive(window, "window");
+  if (count_layers(LayerKind::gated_delta) > 0) {
+    require_positive(gdn_heads, "gdn_heads");
+    require_positive(gdn_head_dim_k, "gdn_head_dim_k");
+    require_positive(gdn_head_dim_v, "gdn_head_dim_v");
+    require_positive(gdn_conv_width, "gdn_conv_width");
+    require_positive(gdn_chunk, "gdn_chunk");
+  }
+}
+
+std::string ModelConfig::summary() const {
+  std::ostringstream os;
+  os << name << " pattern=" << pattern << " layers=" << num_layers() << " hidden=" << hidden
+     << " mlp=" << mlp_hidden << " vocab=" << vocab << " attn=" << attn_heads << "/"
+     << attn_kv_heads << "x" << attn_head_dim << " window=" << window << " gdn=" << gdn_heads
+     << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_mode=" << to_string(gdn_mode);
+  return os.str();
+}
+
+ModelConfig preset(const std::string& name) {
+  ModelConfig c;
+  c.name = name;
+  if (name == "tiny") {
+    // Defaults of ModelConfig: d 64, 4 layers, byte vocab. Unit tests and the loss test.
+  } else if (name == "small") {
+    // ~16 M parameters with a 4096-token vocab: a CPU demo with a Jet-like stack (mostly G,
+    // attention and sliding window in the second half).
+    c.pattern = "GGGGGGAGGASG";
+    c.hidden = 256;
+    c.mlp_hidden = 768;
+    c.vocab = 4096;
+    c.attn_heads = 4;
+    c.attn_kv_heads = 2;
+    c.attn_head_dim = 64;
+    c.window = 256;
+    c.gdn_heads = 4;
+    c.gdn_head_dim_k = 48;
+    c.gdn_head_dim_v = 128;
+  } else if (name == "jet-nemotron-2b") {
+    c.pattern = "GGGGGGGGGGGGGGAGGGGASSGGGGGG";  // A at 14, 19; S at 20, 21
+    c.hidden = 1536;
+    c.mlp_hidden = 8960;
+    c.vocab = 151936;
+    c.attn_heads = 12;
+    c.attn_kv_heads = 2;
+    c.attn_head_dim = 128;
+    c.window = 1152;
+    c.gdn_heads = 12;
+    c.gdn_head_dim_k = 96;
+    c.gdn_head_dim_v = 256;
+  } else if (name == "jet-nemotron-4b") {
+    std::string p(36, 'G');
+    for (int i : {17, 20, 32}) p[i] = 'A';
+    for (int i : {5, 16, 19, 21, 22, 25, 27}) p[i] = 'S';
+    c.pattern = p;
+    c.hidden = 2048;
+    c.mlp_hidden = 11008;
+    c.vocab = 151936;
+    c.attn_heads = 16;
+    c.attn_kv_heads = 2;
+    c.attn_head_dim = 128;
+    c.window = 2048;
+    c.gdn_heads = 16;
+    c.gdn_head_dim_k = 128;
+    c.gdn_head_dim_v = 256;
+  } else if (name == "gpt2-large") {
+    // The all-attention control (774 M). Mapped onto this block family (README.md): RMSNorm
+    // for LayerNorm, RoPE for learned positions, SwiGLU of width 3413 ~ 8/3 d for the 4d GELU
+    // MLP so that the parameter count and FLOPs per token stay within 0.3 %.
+    c.pattern = std::string(36, 'A');
+    c.hidden = 1280;
+    c.mlp_hidden = 3413;
+    c.vocab = 50257;
+    c.attn_heads = 20;
+    c.attn_kv_heads = 20;
+    c.attn_head_dim = 64;
+    c.window = 1024;
+    c.rope_theta = 1e4;
+    c.gdn_heads = 20;  // only used if --pattern adds G layers
+    c.gdn_head_dim_k = 64;
+    c.gdn_head_dim_v = 64;
+  } else {
+    std::ostringstream names;
+    for (const auto& n : preset_names()) names << " " << n;
+    throw user_error("--model '", name, "' is not a preset: use one of", names.str());
+  }
+  c.validate();
+  return c;
+}
+
+std::vector<std::string> preset_names() {
+  return {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large"};
+}
+
+ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,
+                                 const std::string& gdn_mode) {
+  ModelConfig c = preset(preset_name);
+  if (!pattern.empty()) c = c.with_pattern(pattern);
+  if (!gdn_mode.empty()) c.gdn_mode = parse_gdn_mode(gdn_mode);
+  return c;
+}
+
+}  // namespace hlp::model

@@ -1,0 +1,79 @@
+#pragma once
+// ModelConfig: the shape of a hybrid LM (Gated DeltaNet + full / sliding-window attention).
+// Plain data, no LibTorch: the CLI, the accounting and the strategies read it without
+// allocating anything. The math behind each field is in REFERENCE.md §1.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hlp::model {
+
+// One letter per layer in ModelConfig::pattern.
+enum class LayerKind : char {
+  gated_delta = 'G',     // Gated DeltaNet linear-attention layer
+  full_attention = 'A',  // causal softmax attention with RoPE + GQA
+  sliding_window = 'S',  // the same attention restricted to the last `window` keys
+};
+
+// Which Gated DeltaNet core runs in the G layers (same math, REFERENCE.md §1).
+enum class GdnMode { chunked, recurrent };
+
+GdnMode parse_gdn_mode(const std::string& text);  // "chunked" | "recurrent", else UserError
+std::string to_string(GdnMode mode);
+
+struct ModelConfig {
+  std::string name = "custom";
+  std::string pattern = "GAGS";  // layer i has kind pattern[i]
+
+  int64_t hidden = 64;       // D
+  int64_t mlp_hidden = 128;  // SwiGLU inner width
+  int64_t vocab = 258;       // V
+
+  // softmax-attention layers (A and S)
+  int64_t attn_heads = 4;     // H
+  int64_t attn_kv_heads = 2;  // KV heads (GQA); divides attn_heads
+  int64_t attn_head_dim = 16;
+  bool attn_qkv_bias = true;  // q, k, v with bias, o without (Qwen2 / Jet-Nemotron)
+  int64_t window = 16;        // S layers: query i sees keys j with i - window < j <= i
+  double rope_theta = 1e6;
+
+  // Gated DeltaNet layers (G)
+  int64_t gdn_heads = 2;
+  int64_t gdn_head_dim_k = 16;  // d_k
+  int64_t gdn_head_dim_v = 32;  // d_v
+  int64_t gdn_conv_width = 4;   // causal depthwise short convolution on q, k, v
+  int64_t gdn_chunk = 64;       // chunk size C of the chunked core
+  GdnMode gdn_mode = GdnMode::chunked;
+
+  double rms_eps = 1e-6;
+  bool tied_embeddings = true;  // LM head = embed_tokens.weight
+
+  // Runtime switch, not shape: recompute each block in backward instead of storing its
+  // activations (HybridLM::set_activation_checkpointing changes it after construction).
+  bool activation_checkpointing = false;
+
+  int64_t num_layers() const { return static_cast<int64_t>(pattern.size()); }
+  LayerKind layer_kind(int64_t layer) const;
+  int64_t count_layers(LayerKind kind) const;
+
+  // Copies with one field changed (validated): the tokenizer decides the vocab, --pattern the
+  // layer stack.
+  ModelConfig with_vocab(int64_t vocab_size) const;
+  ModelConfig with_pattern(const std::string& new_pattern) const;
+
+  // Throws hlp::UserError naming the bad field and what to do.
+  void validate() const;
+
+  std::string summary() const;  // one line: name, pattern, D, heads ...
+};
+
+// Presets: tiny | small | jet-nemotron-2b | jet-nemotron-4b | gpt2-large.
+ModelConfig preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+// Builds the config a user asked for: preset, then optional --pattern (empty = keep), then
+// --gdn-mode. The vocab is set by the caller from the tokenizer (with_vocab).
+ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,
+                                 const std::string& gdn_mode);
+
+}  // namespace hlp::model

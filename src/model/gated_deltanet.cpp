@@ -1,0 +1,71 @@
+#include "model/gated_deltanet.h"
+
+#include <cmath>
+
+#include "model/gdn_core.h"
+
+namespace hlp::model {
+
+ShortConvImpl::ShortConvImpl(int64_t channels, int64_t width) {
+  weight = register_parameter("weight", torch::empty({channels, 1, width}));
+}
+
+torch::Tensor ShortConvImpl::forward(const torch::Tensor& x) {
+  const int64_t width = weight.size(2), channels = weight.size(0);
+  auto y = torch::constant_pad_nd(x.transpose(1, 2), {width - 1, 0});  // [B, C, T + width - 1]
+  const std::vector<int64_t> one{1}, zero{0};
+  y = torch::conv1d(y, weight, /*bias=*/torch::Tensor(), /*stride=*/at::IntArrayRef(one),
+                    /*padding=*/at::IntArrayRef(zero), /*dilation=*/at::IntArrayRef(one),
+                    /*groups=*/channels);  // [B, C, T]
+  return torch::silu(y.transpose(1, 2));
+}
+
+GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
+    : head_dim_k(c.gdn_head_dim_k),
+      head_dim_v(c.gdn_head_dim_v),
+      chunk_size(c.gdn_chunk),
+      mode(c.gdn_mode) {
+  const int64_t key = c.gdn_heads * c.gdn_head_dim_k, value = c.gdn_heads * c.gdn_head_dim_v;
+  // Registration order = accounting.cpp parameter_table order (projections, then the rest).
+  q_proj = register_module("q_proj", LoRALinear(c.hidden, key, false));
+  k_proj = register_module("k_proj", LoRALinear(c.hidden, key, false));
+  v_proj = register_module("v_proj", LoRALinear(c.hidden, value, false));
+  a_proj = register_module("a_proj", LoRALinear(c.hidden, c.gdn_heads, false));
+  b_proj = register_module("b_proj", LoRALinear(c.hidden, c.gdn_heads, false));
+  g_proj = register_module("g_proj", LoRALinear(c.hidden, value, false));
+  o_proj = register_module("o_proj", LoRALinear(value, c.hidden, false));
+  q_conv1d = register_module("q_conv1d", ShortConv(key, c.gdn_conv_width));
+  k_conv1d = register_module("k_conv1d", ShortConv(key, c.gdn_conv_width));
+  v_conv1d = register_module("v_conv1d", ShortConv(value, c.gdn_conv_width));
+  A_log = register_parameter("A_log", torch::zeros({c.gdn_heads}));
+  dt_bias = register_parameter("dt_bias", torch::zeros({c.gdn_heads}));
+  o_norm = register_module("o_norm", RMSNorm(c.gdn_head_dim_v, c.rms_eps));
+}
+
+namespace {
+
+// x / sqrt(sum x^2 + 1e-6) over the last dimension
+torch::Tensor l2_normalize(const torch::Tensor& x) {
+  return x * torch::rsqrt(x.pow(2).sum(-1, /*keepdim=*/true) + 1e-6);
+}
+
+}  // namespace
+
+torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto q = q_conv1d->forward(q_proj->forward(x)).view({B, T, -1, head_dim_k});  // [B,T,H,dk]
+  auto k = k_conv1d->forward(k_proj->forward(x)).view({B, T, -1, head_dim_k});  // [B,T,H,dk]
+  auto v = v_conv1d->forward(v_proj->forward(x)).view({B, T, -1, head_dim_v});  // [B,T,H,dv]
+  q = l2_normalize(q) / std::sqrt(static_cast<double>(head_dim_k));
+  k = l2_normalize(k);
+  auto beta = torch::sigmoid(b_proj->forward(x));                                  // [B,T,H]
+  auto g = -A_log.exp() * torch::softplus(a_proj->forward(x) + dt_bias);           // [B,T,H]
+
+  auto core = mode == GdnMode::chunked ? gated_delta_rule_chunked(q, k, v, beta, g, {}, chunk_size)
+                                       : gated_delta_rule_recurrent(q, k, v, beta, g);
+  auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});                     // [B,T,H,dv]
+  auto o = o_norm->forward(core.output) * torch::silu(gate);                       // [B,T,H,dv]
+  return o_proj->forward(o.reshape({B, T, -1}));                                  // [B,T,D]
+}
+
+}  // namespace hlp::model

@@ -1,0 +1,51 @@
+#pragma once
+// Gated DeltaNet layer (REFERENCE.md §1, as in the public fla reference implementation):
+//   q = SiLU(conv(q_proj x)), k = SiLU(conv(k_proj x)), v = SiLU(conv(v_proj x))   (width-4
+//   causal depthwise convolutions); q, k L2-normalised per head, q scaled by dk^-1/2;
+//   beta = sigmoid(b_proj x); g = -exp(A_log) * softplus(a_proj x + dt_bias);
+//   o = gated delta rule (chunked or recurrent core, gdn_core.h);
+//   out = o_proj(RMSNorm_per_head(o) * SiLU(g_proj x)).
+// Parameter names: q_proj k_proj v_proj a_proj b_proj g_proj o_proj (all LoRALinear, no bias),
+// q_conv1d.weight k_conv1d.weight v_conv1d.weight [C, 1, 4], A_log [H], dt_bias [H],
+// o_norm.weight [dv].
+//
+// Head count is read from tensor shapes (q_proj rows / dk), so a tensor-parallel shard holding
+// a slice of the heads (and the matching rows of A_log, dt_bias, a/b_proj, convs) runs as is.
+#include <torch/torch.h>
+
+#include "model/config.h"
+#include "model/layers.h"
+#include "model/lora_linear.h"
+
+namespace hlp::model {
+
+// Causal depthwise convolution over time followed by SiLU. weight: [channels, 1, width].
+class ShortConvImpl : public torch::nn::Module {
+ public:
+  ShortConvImpl(int64_t channels, int64_t width);
+  // x: [B, T, channels] -> [B, T, channels]; output t sees inputs t-width+1 .. t
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+};
+TORCH_MODULE(ShortConv);
+
+class GatedDeltaNetImpl : public torch::nn::Module {
+ public:
+  explicit GatedDeltaNetImpl(const ModelConfig& config);
+
+  // x: [B, T, D] -> [B, T, D]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
+  LoRALinear a_proj{nullptr}, b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};
+  ShortConv q_conv1d{nullptr}, k_conv1d{nullptr}, v_conv1d{nullptr};
+  torch::Tensor A_log;    // [H]
+  torch::Tensor dt_bias;  // [H]
+  RMSNorm o_norm{nullptr};
+
+  int64_t head_dim_k, head_dim_v, chunk_size;
+  GdnMode mode;
+};
+TORCH_MODULE(GatedDeltaNet);
+
+}  // namespace hlp::model

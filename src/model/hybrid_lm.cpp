@@ -1,0 +1,95 @@
+#include "model/hybrid_lm.h"
+
+#include "common/error.h"
+#include "model/init.h"
+
+namespace hlp::model {
+
+HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed)
+    : HybridLMImpl(config, seed, 0, config.num_layers(), true, true) {}
+
+HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t first_block,
+                           int64_t end_block, bool has_embedding, bool has_head)
+    : config_(config),
+      seed_(seed),
+      first_block_(first_block),
+      has_embedding_(has_embedding),
+      has_head_(has_head) {
+  config_.validate();
+  if (first_block < 0 || end_block > config.num_layers() || first_block > end_block)
+    throw user_error("model part: blocks [", first_block, ", ", end_block,
+                     ") is not a range inside the ", config.num_layers(), " layers of pattern ",
+                     config.pattern);
+  // Registration order = accounting.cpp parameter_table order.
+  if (has_embedding || (has_head && config.tied_embeddings))
+    embed_tokens = register_module(
+        "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab, config.hidden)));
+  auto holder = register_module("blocks", std::make_shared<torch::nn::Module>());
+  for (int64_t layer = first_block; layer < end_block; ++layer) {
+    blocks_.push_back(holder->register_module(std::to_string(layer), Block(config, layer)));
+  }
+  if (has_head) {
+    final_norm = register_module("final_norm", RMSNorm(config.hidden, config.rms_eps));
+    if (!config.tied_embeddings)
+      lm_head = register_parameter("lm_head.weight", torch::empty({config.vocab, config.hidden}));
+  }
+  for (auto& item : named_parameters(/*recurse=*/true)) init_parameter(item.key(), item.value(), seed);
+}
+
+torch::Tensor HybridLMImpl::embed(const torch::Tensor& tokens) {
+  TORCH_CHECK(has_embedding_, "this model part has no embedding");
+  return embed_tokens->forward(tokens);
+}
+
+Block HybridLMImpl::block(int64_t i) const {
+  TORCH_CHECK(i >= 0 && i < num_blocks(), "block ", i, " out of range [0, ", num_blocks(), ")");
+  return blocks_[static_cast<size_t>(i)];
+}
+
+torch::Tensor HybridLMImpl::forward_blocks(torch::Tensor x) {
+  for (auto& b : blocks_) x = b->forward(x);
+  return x;
+}
+
+torch::Tensor HybridLMImpl::lm_head_weight() const {
+  TORCH_CHECK(has_head_, "this model part has no head");
+  return config_.tied_embeddings ? embed_tokens->weight : lm_head;
+}
+
+torch::Tensor HybridLMImpl::head(const torch::Tensor& x) {
+  // [B, T, D] -> [B, T, V]
+  return torch::matmul(final_norm->forward(x), lm_head_weight().t());
+}
+
+torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {
+  TORCH_CHECK(has_embedding_ && has_head_ && num_blocks() == config_.num_layers(),
+              "forward(tokens) needs the whole model; a part uses embed / block / head");
+  return head(forward_blocks(embed(tokens)));
+}
+
+std::vector<std::pair<std::string, LoRALinear>> HybridLMImpl::named_linears() {
+  std::vector<std::pair<std::string, LoRALinear>> out;
+  for (const auto& item : named_modules("", /*include_self=*/false)) {
+    if (auto linear = std::dynamic_pointer_cast<LoRALinearImpl>(item.value()))
+      out.emplace_back(item.key(), LoRALinear(linear));
+  }
+  return out;
+}
+
+void HybridLMImpl::set_activation_checkpointing(bool on) {
+  config_.activation_checkpointing = on;
+  for (auto& b : blocks_) b->set_activation_checkpointing(on);
+}
+
+void HybridLMImpl::set_gdn_mode(GdnMode mode) {
+  config_.gdn_mode = mode;
+  for (auto& b : blocks_)
+    if (b->gdn) b->gdn->mode = mode;
+}
+
+torch::Tensor cross_entropy_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const int64_t V = logits.size(-1);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
+}
+
+}  // namespace hlp::model

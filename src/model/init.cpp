@@ -1,0 +1,62 @@
+#include "model/init.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+namespace hlp::model {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t parameter_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  for (unsigned char ch : name) {
+    h ^= ch;
+    h *= 0x100000001b3ULL;
+  }
+  return splitmix64(splitmix64(seed) ^ h);
+}
+
+void init_parameter(const std::string& name, torch::Tensor& param, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
+  auto values = torch::empty(param.sizes(), torch::TensorOptions().dtype(torch::kFloat32));
+  if (ends_with(name, ".lora_B") || (ends_with(name, ".bias") && !ends_with(name, "dt_bias"))) {
+    values.zero_();
+  } else if (ends_with(name, ".lora_A")) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(param.size(1)));
+    values.uniform_(-bound, bound, gen);
+  } else if (ends_with(name, "norm.weight")) {
+    values.fill_(1.0);
+  } else if (ends_with(name, "conv1d.weight")) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(param.size(-1)));
+    values.uniform_(-bound, bound, gen);
+  } else if (ends_with(name, ".A_log")) {
+    values.uniform_(0.0, 16.0, gen);
+    values = values.clamp_min(1e-4).log();
+  } else if (ends_with(name, ".dt_bias")) {
+    const double dt_min = 1e-3, dt_max = 0.1;
+    values.uniform_(0.0, 1.0, gen);
+    auto dt = (values * (std::log(dt_max) - std::log(dt_min)) + std::log(dt_min)).exp();
+    dt = dt.clamp_min(1e-4);
+    values = dt + torch::log(-torch::expm1(-dt));  // softplus^-1
+  } else {
+    values.normal_(0.0, 0.02, gen);
+  }
+  param.copy_(values);
+}
+
+}  // namespace hlp::model

@@ -1,0 +1,30 @@
+#pragma once
+// The two per-token layers of every block: RMSNorm and the SwiGLU MLP.
+#include <torch/torch.h>
+
+#include "model/lora_linear.h"
+
+namespace hlp::model {
+
+// y = x / sqrt(mean(x^2) + eps) * weight, over the last dimension.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  // x: [..., dim] -> [..., dim]
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;  // [dim], "weight"
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+// down_proj(SiLU(gate_proj x) * up_proj x), no biases. Names: gate_proj, up_proj, down_proj.
+class SwiGLUImpl : public torch::nn::Module {
+ public:
+  SwiGLUImpl(int64_t hidden, int64_t mlp_hidden);
+  // x: [B, T, D] -> [B, T, D]   (inner [B, T, mlp_hidden])
+  torch::Tensor forward(const torch::Tensor& x);
+  LoRALinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(SwiGLU);
+
+}  // namespace hlp::model

@@ -1,0 +1,163 @@
+// ModelConfig validation, presets and config-only accounting (parameters, FLOPs, layer costs).
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "common/error.h"
+#include "model/accounting.h"
+#include "model/config.h"
+#include "model/lora_config.h"
+
+using namespace hlp::model;
+
+TEST_CASE("bad configs are user errors with a clear message", "[model][config]") {
+  CHECK_THROWS_AS(preset("tiny").with_pattern("GAX"), hlp::UserError);
+  CHECK_THROWS_WITH(preset("tiny").with_pattern("GAX"), Catch::Contains("'X'"));
+  CHECK_THROWS_AS(preset("tiny").with_pattern(""), hlp::UserError);
+  CHECK_THROWS_AS(preset("no-such-model"), hlp::UserError);
+  CHECK_THROWS_AS(parse_gdn_mode("fast"), hlp::UserError);
+  CHECK_THROWS_AS(preset("tiny").with_vocab(0), hlp::UserError);
+  auto c = preset("tiny");
+  c.attn_kv_heads = 3;  // does not divide 4
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("does not divide"));
+  CHECK_THROWS_AS(make_lora_config(-1, 8, 0, "q_proj"), hlp::UserError);
+  CHECK_THROWS_AS(make_lora_config(8, 8, 1.5, "q_proj"), hlp::UserError);
+  CHECK_THROWS_AS(make_lora_config(8, 8, 0, "re:(unclosed"), hlp::UserError);
+}
+
+TEST_CASE("presets have the REFERENCE shapes", "[model][config]") {
+  auto jet2 = preset("jet-nemotron-2b");
+  CHECK(jet2.pattern == "GGGGGGGGGGGGGGAGGGGASSGGGGGG");
+  CHECK(jet2.layer_kind(14) == LayerKind::full_attention);
+  CHECK(jet2.layer_kind(19) == LayerKind::full_attention);
+  CHECK(jet2.layer_kind(20) == LayerKind::sliding_window);
+  CHECK(jet2.layer_kind(21) == LayerKind::sliding_window);
+  CHECK(jet2.count_layers(LayerKind::gated_delta) == 24);
+  CHECK(jet2.window == 1152);
+  auto jet4 = preset("jet-nemotron-4b");
+  CHECK(jet4.num_layers() == 36);
+  CHECK(jet4.count_layers(LayerKind::full_attention) == 3);
+  CHECK(jet4.count_layers(LayerKind::sliding_window) == 7);
+  CHECK(jet4.count_layers(LayerKind::gated_delta) == 26);
+  CHECK(jet4.layer_kind(32) == LayerKind::full_attention);
+  CHECK(jet4.layer_kind(5) == LayerKind::sliding_window);
+  auto over = resolve_model_config("small", "GGAS", "recurrent");
+  CHECK(over.pattern == "GGAS");
+  CHECK(over.gdn_mode == GdnMode::recurrent);
+  CHECK(preset("tiny").with_vocab(4000).vocab == 4000);
+}
+
+TEST_CASE("preset parameter counts (config only, nothing allocated)", "[model][accounting]") {
+  const auto jet2 = count_parameters(preset("jet-nemotron-2b"));
+  const auto jet4 = count_parameters(preset("jet-nemotron-4b"));
+  const auto gpt2 = count_parameters(preset("gpt2-large"));
+  const auto small = count_parameters(preset("small"));
+  INFO("jet2 " << jet2.total << " jet4 " << jet4.total << " gpt2 " << gpt2.total << " small "
+               << small.total);
+  // Closed form for the 2B (REFERENCE shapes, GDN layers as in REFERENCE §1):
+  const int64_t D = 1536, V = 151936, M = 8960;
+  const int64_t mlp = 3 * D * M, norms = 2 * D;
+  const int64_t attn = (D * 1536 + 1536) + 2 * (D * 256 + 256) + 1536 * D;
+  const int64_t key = 12 * 96, value = 12 * 256;
+  const int64_t gdn = 2 * D * key + 2 * D * value + 2 * D * 12 + value * D +
+                      4 * (2 * key + value) + 2 * 12 + 256;
+  const int64_t closed = V * D + 24 * (gdn + mlp + norms) + 4 * (attn + mlp + norms) + D;
+  CHECK(jet2.total == closed);
+  CHECK(jet2.total > 1.80e9);  // REFERENCE: "about 1.97 B" (see README: JetBlock extras)
+  CHECK(jet2.total < 2.00e9);
+  CHECK(jet4.total > 3.5e9);
+  CHECK(jet4.total < 4.1e9);
+  CHECK(std::abs(gpt2.total - 774.0e6) / 774.0e6 < 0.01);
+  CHECK(small.total > 10e6);
+  CHECK(small.total < 30e6);
+  CHECK(jet2.trainable == jet2.total);  // no LoRA = full finetune
+  CHECK(std::accumulate(jet2.per_layer_total.begin(), jet2.per_layer_total.end(), int64_t{0}) ==
+        jet2.total);
+  CHECK(jet2.per_layer_total.size() == 30u);
+  CHECK(jet2.per_layer_total[0] == V * D);
+  CHECK(jet2.per_layer_total[15] == attn + mlp + norms);  // layer index 15 = block 14 (A)
+}
+
+TEST_CASE("LoRA trainable counts match the closed form", "[model][accounting][lora]") {
+  const auto c = preset("jet-nemotron-2b");
+  // default targets q,k,v,o; per G layer r*(2*(1536+1152) + (1536+3072) + (3072+1536)),
+  // per A/S layer r*((1536+1536) + 2*(1536+256) + (1536+1536)).
+  const int64_t per_g = 2 * (1536 + 1152) + (1536 + 3072) + (3072 + 1536);
+  const int64_t per_attn = (1536 + 1536) + 2 * (1536 + 256) + (1536 + 1536);
+  for (int64_t r : {8, 32}) {
+    const auto counts = count_parameters(c, make_lora_config(r, 2.0 * r, 0.0, "q_proj,k_proj,v_proj,o_proj"));
+    CHECK(counts.trainable == r * (24 * per_g + 4 * per_attn));
+    CHECK(counts.adapter == counts.trainable);
+    CHECK(counts.base == count_parameters(c).total);
+  }
+  // MLP only
+  CHECK(count_parameters(c, make_lora_config(16, 16, 0, "gate_proj,up_proj,down_proj")).trainable ==
+        16 * 28 * 3 * (1536 + 8960));
+  // regex: only the two full-attention layers
+  CHECK(count_parameters(c, make_lora_config(4, 8, 0, "re:blocks\\.(14|19)\\.mixer\\.[qkvo]_proj"))
+            .trainable == 4 * 2 * per_attn);
+  // adapters + a saved module (the embedding)
+  auto with_embedding = make_lora_config(8, 16, 0, "q_proj,k_proj,v_proj,o_proj", "embed_tokens");
+  CHECK(count_parameters(c, with_embedding).trainable ==
+        8 * (24 * per_g + 4 * per_attn) + 151936 * 1536);
+  // the trainable fraction of the default is in PEFT's usual range (0.1 % .. 2 %)
+  const auto def = count_parameters(c, LoraConfig{});
+  const double fraction = double(def.trainable) / double(def.total);
+  CHECK(fraction > 0.001);
+  CHECK(fraction < 0.02);
+}
+
+TEST_CASE("FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[model][accounting]") {
+  const auto c = preset("jet-nemotron-2b");
+  const int64_t T = 4096;
+  const auto full = training_flops_per_token(c, LoraConfig::none(), T);
+  const auto counts = count_parameters(c);
+  CHECK(full.n_params == counts.total);  // tied: the matrix counted once
+  double mixing = 0;
+  for (int64_t l = 0; l < c.num_layers(); ++l) mixing += mixing_training_flops_per_token(c, l, T);
+  CHECK(full.model_per_token == Approx(6.0 * counts.total + mixing));
+  CHECK(full.executed_per_token == Approx(full.model_per_token));  // full finetune: same
+  // mixing terms of REFERENCE §3
+  CHECK(mixing_training_flops_per_token(c, 14, T) == Approx(12.0 * 12 * 128 * T));
+  CHECK(mixing_training_flops_per_token(c, 20, T) == Approx(12.0 * 12 * 128 * 1152));
+  CHECK(mixing_training_flops_per_token(c, 0, T) ==
+        Approx(3.0 * 12 * (6.0 * 96 * 256 + 64 * (5.0 * 96 + 3.0 * 256))));
+
+  const auto lora = make_lora_config(8, 16, 0, "q_proj,k_proj,v_proj,o_proj");
+  const auto lora_counts = count_parameters(c, lora);
+  const auto executed = training_flops_per_token(c, lora, T);
+  CHECK(executed.model_per_token == Approx(full.model_per_token));
+  CHECK(executed.executed_per_token ==
+        Approx(4.0 * counts.total + 6.0 * lora_counts.adapter + mixing));
+  CHECK(full.model_per_token / executed.executed_per_token > 1.3);  // REFERENCE: ~1.5x overstated
+
+  // layer costs: size L + 2, sum = executed, head carries the tied matrix
+  const auto costs = layer_costs(c, lora, T);
+  REQUIRE(costs.size() == 30u);
+  CHECK(std::accumulate(costs.begin(), costs.end(), 0.0) == Approx(executed.executed_per_token));
+  CHECK(costs[0] == 0.0);
+  CHECK(costs[29] == Approx(4.0 * (151936.0 * 1536 + 1536)));
+  CHECK(costs[15] > costs[21]);  // full attention at T=4096 costs more than window 1152
+
+  auto checkpointed = c;
+  checkpointed.activation_checkpointing = true;
+  CHECK(training_flops_per_token(checkpointed, lora, T).executed_per_token >
+        executed.executed_per_token);
+
+  const auto forward = layer_forward_flops_per_token(c, T);
+  CHECK(forward[15] == Approx(2.0 * count_parameters(c).per_layer_total[15] + 4.0 * 12 * 128 * T));
+}
+
+TEST_CASE("PEFT-style suffix matching of module names", "[model][lora]") {
+  CHECK(name_has_suffix("blocks.3.mixer.q_proj", "q_proj"));
+  CHECK(name_has_suffix("blocks.3.mixer.q_proj", "mixer.q_proj"));
+  CHECK_FALSE(name_has_suffix("blocks.3.mixer.xq_proj", "q_proj"));
+  CHECK(name_has_suffix("q_proj", "q_proj"));
+  auto regex = make_lora_config(4, 4, 0, "re:.*\\.mlp\\..*");
+  CHECK(regex.targets_module("blocks.0.mlp.up_proj"));
+  CHECK_FALSE(regex.targets_module("blocks.0.mixer.q_proj"));
+  auto saved = make_lora_config(4, 4, 0, "q_proj", "final_norm,mixer_norm");
+  CHECK(saved.saves_parameter("final_norm.weight"));
+  CHECK(saved.saves_parameter("blocks.2.mixer_norm.weight"));
+  CHECK_FALSE(saved.saves_parameter("blocks.2.mlp_norm.weight"));
+}
