@@ -93,6 +93,7 @@ void Recorder::add_event(std::string name, std::string category, Lane lane, doub
 
 void Recorder::store(TraceEvent&& event) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (events_.capacity() == 0) events_.reserve(4096);  // skip the first dozen regrowths
   events_.push_back(std::move(event));
 }
 

@@ -7,6 +7,8 @@
 //   check FILE --world W --steps S --complete 0|1     (serial) every contracted path and value
 //   export FILE JSON --world W --steps S               (serial) Perfetto export + its checks
 //   reject FILE DIR                                    (serial) foreign/truncated files -> UserError
+//   errors DIR                                         (under mpiexec) writer misuse -> UserError
+//                                                      on every rank, no hang
 #include <mpi.h>
 #include <unistd.h>
 
@@ -402,6 +404,49 @@ int run_reject(const std::string& good, const std::string& dir) {
   return g_failures;
 }
 
+// Each misuse must raise hlp::UserError on every rank (a rank left waiting would hang the job).
+int run_errors(const std::string& dir) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  m::RunInfo info;
+  auto expect_everywhere = [&](const char* what, auto&& f, const std::string& needle) {
+    expect_user_error(f, rank == 0 ? needle : std::string());
+    MPI_Barrier(MPI_COMM_WORLD);  // reached only if no rank hung
+    if (rank == 0) std::cout << "errors: " << what << " -> UserError on every rank\n";
+  };
+  // 1. an unknown metric name on one rank only
+  expect_everywhere("unknown metric on rank 0", [&] {
+    m::ResultWriter w(MPI_COMM_WORLD, dir + "/unknown_metric.h5", info);
+    m::StepMetrics v{{schema::kLoss, 1.0}};
+    if (rank == 0) v["bogus_metric"] = 2.0;
+    w.append_step({0, v});
+    w.flush();
+  }, "unknown step metric 'bogus_metric'");
+  // 2. ranks out of step: rank 0 buffered one step more
+  expect_everywhere("different step counts", [&] {
+    m::ResultWriter w(MPI_COMM_WORLD, dir + "/out_of_step.h5", info);
+    w.append_step({0, {{schema::kLoss, 1.0}}});
+    if (rank == 0) w.append_step({1, {{schema::kLoss, 1.0}}});
+    w.flush();
+  }, "ranks buffered different numbers of steps");
+  // 3. a path that cannot be created (a regular file where a directory should be)
+  if (rank == 0) std::ofstream(dir + "/plain_file") << "x";
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_everywhere("unwritable path", [&] {
+    m::ResultWriter w(MPI_COMM_WORLD, dir + "/plain_file/sub/result.h5", info);
+  }, "cannot create directory");
+  // 4. a bad extra metric name is refused before any collective call
+  expect_everywhere("bad extra metric name", [&] {
+    m::WriterOptions o;
+    o.extra_metrics = {"a/b"};
+    m::ResultWriter w(MPI_COMM_WORLD, dir + "/bad_extra.h5", info, o);
+  }, "not usable as an HDF5 dataset name");
+  int failures = g_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -422,6 +467,9 @@ int main(int argc, char** argv) {
     } else if (mode == "export" && argc >= 4) {
       rc = check_export(argv[2], argv[3], std::stoi(arg_value(argc, argv, "--world", "1")),
                         std::stoll(arg_value(argc, argv, "--steps", "0"))) ? 1 : 0;
+    } else if (mode == "errors") {
+      std::filesystem::create_directories(argv[2]);
+      rc = run_errors(argv[2]) ? 1 : 0;
     } else if (mode == "reject" && argc >= 4) {
       rc = run_reject(argv[2], argv[3]) ? 1 : 0;
     } else {
