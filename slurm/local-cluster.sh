@@ -24,6 +24,8 @@
 #                              a job depending on a failed array task is cancelled instead of pending forever
 #   jobcomp/filetxt            there is no slurmdbd (no sacct); finished jobs are logged to a text file
 #   'wait' polls scontrol      'sbatch --wait' returns 0 for a job cancelled by a failed dependency
+#   AuthInfo=cred_expire=10    a requeued job (USR1 -> checkpoint -> requeue) restarts after 10 s, not 2 min;
+#                              starting it earlier by hand fails with "Job credential revoked"
 #
 # Environment knobs (all optional):
 #   LOCAL_SLURM_CPUS    CPUs advertised for the node (default: max(nproc, 4)). May exceed the real
@@ -142,6 +144,8 @@ SlurmctldHost=${host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+# a requeued job may start again only after its old credential expired (default 120 s)
+AuthInfo=cred_expire=10
 CryptoType=crypto/munge
 SlurmctldPort=6817
 SlurmdPort=6818
@@ -160,8 +164,9 @@ TaskPlugin=task/none
 # 'srun ./mpi_prog' gets PMI2 by default (MPICH works with it); pmix lib is not installed
 MpiDefault=pmi2
 SchedulerType=sched/backfill
-# batch jobs are otherwise only scheduled every 3 s (batch_sched_delay default)
-SchedulerParameters=batch_sched_delay=0
+# batch jobs are otherwise only scheduled every 3 s (batch_sched_delay default); jobs that become
+# eligible by time (a requeued job) would otherwise wait for the next 30-60 s scheduling pass
+SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1
 # cancel jobs whose dependency can never be met (default: PENDING forever, 'DependencyNeverSatisfied').
 # NB: in 22.05 this is ignored if put in SchedulerParameters.
 DependencyParameters=kill_invalid_depend

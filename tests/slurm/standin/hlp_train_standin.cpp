@@ -54,11 +54,11 @@ void write_int_attribute(hid_t file, const char* name, long long value) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGUSR1, on_usr1);  // before MPI_Init: a USR1 during start-up must not kill us
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::signal(SIGUSR1, on_usr1);
 
   std::string config_path, out_path, checkpoint_dir;
   bool resume = false;
@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   }
   const char* step_s_text = std::getenv("HLP_STANDIN_STEP_S");
   const double step_s = step_s_text ? std::atof(step_s_text) : 0.0;
+  if (rank == 0) std::fprintf(stderr, "stand-in hlp-train: running from step %lld\n", first_step);
   for (long long step = first_step; step < steps; ++step) {
     int stop_local = usr1_received, stop = 0;
     MPI_Allreduce(&stop_local, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
