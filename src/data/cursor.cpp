@@ -14,6 +14,7 @@ std::string Cursor::serialize() const {
   j["seq_len"] = seq_len;
   j["seed"] = seed;
   j["corpus_bytes"] = corpus_bytes;
+  j["block_bytes"] = block_bytes;
   j["tokenizer"] = tokenizer;
   nlohmann::json lanes_json = nlohmann::json::array();
   for (const auto& [lane, p] : lanes)
@@ -36,6 +37,7 @@ Cursor Cursor::parse(const std::string& text) {
     c.seq_len = j.at("seq_len").get<int>();
     c.seed = j.at("seed").get<uint64_t>();
     c.corpus_bytes = j.at("corpus_bytes").get<uint64_t>();
+    c.block_bytes = j.at("block_bytes").get<uint64_t>();
     c.tokenizer = j.at("tokenizer").get<std::string>();
     for (const auto& l : j.at("lanes")) {
       LanePosition p;
@@ -56,7 +58,8 @@ Cursor Cursor::parse(const std::string& text) {
 
 void Cursor::merge(const Cursor& other) {
   if (other.step != step || other.global_batch != global_batch || other.seq_len != seq_len ||
-      other.seed != seed || other.corpus_bytes != corpus_bytes || other.tokenizer != tokenizer)
+      other.seed != seed || other.corpus_bytes != corpus_bytes ||
+      other.block_bytes != block_bytes || other.tokenizer != tokenizer)
     throw user_error("cannot merge data cursors of different streams or steps (step ", step,
                      " vs ", other.step, ")");
   for (const auto& [lane, p] : other.lanes) lanes[lane] = p;

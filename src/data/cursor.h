@@ -2,7 +2,8 @@
 // The loader's resumable state: which step comes next and, for each lane, where its next
 // unconsumed token lies. Small (one entry per lane) and serialised as one line of JSON, e.g.
 //   {"version":1,"step":120,"global_batch":8,"seq_len":256,"seed":1,"corpus_bytes":1201500,
-//    "tokenizer":"byte","lanes":[{"lane":0,"epoch":0,"block":3,"offset":81920,"skip":17},...]}
+//    "block_bytes":65536,"tokenizer":"byte",
+//    "lanes":[{"lane":0,"epoch":0,"block":3,"offset":81920,"skip":17},...]}
 // A rank's cursor holds its own lanes; merge() the cursors of all dp ranks into one that any
 // rank layout can resume from (a lane missing from a cursor is replayed from the start).
 #include <cstdint>
@@ -29,6 +30,7 @@ struct Cursor {
   int seq_len = 0;
   uint64_t seed = 0;
   uint64_t corpus_bytes = 0;
+  uint64_t block_bytes = 0;  // the shuffle block size in force (resolved, never 0)
   std::string tokenizer;
   std::map<int, LanePosition> lanes;  // lane index → position
 

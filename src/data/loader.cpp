@@ -113,9 +113,9 @@ Loader::Loader(const DataOptions& options, int dp_rank, int dp_size, const Curso
   tokenizer_ = make_tokenizer(o.tokenizer);
   const int per_rank = o.global_batch / dp_size;
   first_lane_ = dp_rank * per_rank;
-  const uint64_t block_bytes = o.shuffle_block_bytes ? o.shuffle_block_bytes
-                                                     : default_block_bytes(corpus_.size_bytes(), o.global_batch);
-  for (auto& lane : build_lanes(corpus_, o.global_batch, block_bytes, first_lane_, first_lane_ + per_rank)) {
+  block_bytes_ = o.shuffle_block_bytes ? o.shuffle_block_bytes
+                                       : default_block_bytes(corpus_.size_bytes(), o.global_batch);
+  for (auto& lane : build_lanes(corpus_, o.global_batch, block_bytes_, first_lane_, first_lane_ + per_rank)) {
     auto s = std::make_unique<LaneState>(corpus_, o.max_document_bytes);
     s->lane = std::move(lane);
     lanes_.push_back(std::move(s));
@@ -128,11 +128,13 @@ void Loader::start(const Cursor* resume) {
   if (resume) {
     const Cursor& c = *resume;
     if (c.global_batch != o.global_batch || c.seq_len != o.seq_len || c.seed != o.seed ||
-        c.corpus_bytes != corpus_.size_bytes() || c.tokenizer != tokenizer_->name())
+        c.corpus_bytes != corpus_.size_bytes() || c.block_bytes != block_bytes_ ||
+        c.tokenizer != tokenizer_->name())
       throw user_error("data cursor was made for another stream (global_batch ", c.global_batch,
                        ", seq_len ", c.seq_len, ", seed ", c.seed, ", corpus ", c.corpus_bytes,
-                       " bytes, tokenizer ", c.tokenizer, ") than this run (", o.global_batch,
-                       ", ", o.seq_len, ", ", o.seed, ", ", corpus_.size_bytes(), " bytes, ",
+                       " bytes, block ", c.block_bytes, " bytes, tokenizer ", c.tokenizer,
+                       ") than this run (", o.global_batch, ", ", o.seq_len, ", ", o.seed, ", ",
+                       corpus_.size_bytes(), " bytes, block ", block_bytes_, " bytes, ",
                        tokenizer_->name(), ")");
     step_ = c.step;
   }
@@ -360,6 +362,7 @@ Cursor Loader::cursor() const {
   c.seq_len = options_.seq_len;
   c.seed = options_.seed;
   c.corpus_bytes = corpus_.size_bytes();
+  c.block_bytes = block_bytes_;
   c.tokenizer = tokenizer_->name();
   for (const auto& s : lanes_) {
     LanePosition p = s->base;

@@ -101,6 +101,7 @@ class Loader {
   Corpus corpus_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<std::unique_ptr<LaneState>> lanes_;
+  uint64_t block_bytes_ = 0;  // resolved shuffle block size
   int64_t step_ = 0;
   double last_wait_s_ = 0, total_wait_s_ = 0;
 

@@ -1,29 +1,73 @@
 // SentencePiece behind the Tokenizer interface. SentencePieceProcessor::Encode is const and
-// keeps no per-call state, so one processor serves all loader threads.
-#include <sentencepiece_processor.h>
+// keeps no per-call state, so one processor serves all loader threads. The processor itself
+// lives in libhlp_spm_shim.so, loaded in an isolated scope (spm_shim.h says why).
+#include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
 
 #include "common/error.h"
+#include "data/spm_shim.h"
 #include "data/tokenizer.h"
 
 namespace hlp::data {
 namespace {
 
+using CreateFn = SpmProcessor* (*)();
+
+// Where the shim is: $HLP_SPM_SHIM, beside the executable, its ../lib, or the build tree.
+CreateFn load_shim() {
+  static std::once_flag once;
+  static CreateFn create = nullptr;
+  static std::string tried;
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("HLP_SPM_SHIM")) candidates.push_back(env);
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+      std::string dir(exe, size_t(n));
+      dir = dir.substr(0, dir.find_last_of('/'));
+      candidates.push_back(dir + "/libhlp_spm_shim.so");
+      candidates.push_back(dir + "/../lib/libhlp_spm_shim.so");
+    }
+#ifdef HLP_SPM_SHIM_PATH
+    candidates.push_back(HLP_SPM_SHIM_PATH);
+#endif
+    for (const auto& path : candidates) {
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (!handle) {
+        tried += " " + path;
+        continue;
+      }
+      create = reinterpret_cast<CreateFn>(dlsym(handle, "hlp_spm_create"));
+      if (create) return;
+    }
+  });
+  if (!create)
+    throw user_error("SentencePiece support library libhlp_spm_shim.so not found (tried:", tried,
+                     "); rebuild HLP or set HLP_SPM_SHIM to its path");
+  return create;
+}
+
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(const std::string& model_path) : path_(model_path) {
-    const auto status = processor_.Load(model_path);
-    if (!status.ok())
-      throw user_error("--tokenizer '", model_path, "' is not a SentencePiece model (",
-                       status.ToString(), "); train one with spm_train or datasets/prepare.sh");
-    vocab_size_ = processor_.GetPieceSize();
+  explicit SentencePieceTokenizer(const std::string& model_path)
+      : path_(model_path), processor_(load_shim()()) {
+    const std::string error = processor_->load(model_path);
+    if (!error.empty())
+      throw user_error("--tokenizer '", model_path, "' is not a SentencePiece model (", error,
+                       "); train one with spm_train or datasets/prepare.sh");
+    vocab_size_ = processor_->piece_size();
     // A model without </s> gets one extra id past its vocabulary as end-of-text.
-    eot_id_ = processor_.eos_id() >= 0 ? processor_.eos_id() : vocab_size_++;
+    eot_id_ = processor_->eos_id() >= 0 ? processor_->eos_id() : vocab_size_++;
     // The name identifies the model by content (FNV-1a of its bytes), not by where it lies, so
     // that a cursor saved in one directory resumes from another.
     uint64_t hash = 0xcbf29ce484222325ull;
-    for (unsigned char c : processor_.serialized_model_proto()) hash = (hash ^ c) * 0x100000001b3ull;
+    for (unsigned char c : processor_->serialized_model()) hash = (hash ^ c) * 0x100000001b3ull;
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
     const size_t slash = model_path.find_last_of('/');
@@ -32,17 +76,17 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   void encode(std::string_view text, std::vector<int32_t>& ids) const override {
     std::vector<int> pieces;
-    const auto status = processor_.Encode(absl::string_view(text.data(), text.size()), &pieces);
-    if (!status.ok()) throw std::runtime_error("sentencepiece encode failed: " + status.ToString());
+    const std::string error = processor_->encode(text, &pieces);
+    if (!error.empty()) throw std::runtime_error("sentencepiece encode failed: " + error);
     ids.insert(ids.end(), pieces.begin(), pieces.end());
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::vector<int> pieces;
     for (int32_t id : ids)
-      if (id != eot_id_ || processor_.eos_id() >= 0) pieces.push_back(id);
+      if (id != eot_id_ || processor_->eos_id() >= 0) pieces.push_back(id);
     std::string text;
-    processor_.Decode(pieces, &text).IgnoreError();
+    processor_->decode(pieces, &text);  // best effort, like IgnoreError()
     return text;
   }
 
@@ -52,7 +96,7 @@ class SentencePieceTokenizer final : public Tokenizer {
 
  private:
   std::string path_, name_;
-  sentencepiece::SentencePieceProcessor processor_;
+  std::unique_ptr<SpmProcessor> processor_;
   int vocab_size_ = 0;
   int eot_id_ = 0;
 };
