@@ -41,6 +41,12 @@ std::vector<LinearSpec> linear_table(const ModelConfig& c) {
       add(mixer + "b_proj", c.hidden, c.gdn_heads, false, layer);
       add(mixer + "g_proj", c.hidden, value, false, layer);
       add(mixer + "o_proj", value, c.hidden, false, layer);
+      if (c.gdn_variant == GdnVariant::jetblock) {
+        const int64_t generator = value / c.gdn_dconv_reduction;
+        add(mixer + "dynamic_conv1d.kernel_generator.w1", c.hidden, generator, false, layer);
+        add(mixer + "dynamic_conv1d.kernel_generator.w2", generator, value * c.gdn_conv_width, true,
+            layer);
+      }
     } else {
       const int64_t q = c.attn_heads * c.attn_head_dim, kv = c.attn_kv_heads * c.attn_head_dim;
       add(mixer + "q_proj", c.hidden, q, c.attn_qkv_bias, layer);
@@ -82,9 +88,11 @@ std::vector<ParamSpec> parameter_table(const ModelConfig& c, const LoraConfig& l
     add_linears_of(layer, mixer + ".");
     if (c.layer_kind(b) == LayerKind::gated_delta) {
       const int64_t key = c.gdn_heads * c.gdn_head_dim_k, value = c.gdn_heads * c.gdn_head_dim_v;
-      add_param(table, mixer + ".q_conv1d", "weight", {key, 1, c.gdn_conv_width}, layer);
-      add_param(table, mixer + ".k_conv1d", "weight", {key, 1, c.gdn_conv_width}, layer);
-      add_param(table, mixer + ".v_conv1d", "weight", {value, 1, c.gdn_conv_width}, layer);
+      if (c.gdn_variant == GdnVariant::gated_deltanet) {
+        add_param(table, mixer + ".q_conv1d", "weight", {key, 1, c.gdn_conv_width}, layer);
+        add_param(table, mixer + ".k_conv1d", "weight", {key, 1, c.gdn_conv_width}, layer);
+        add_param(table, mixer + ".v_conv1d", "weight", {value, 1, c.gdn_conv_width}, layer);
+      }
       add_param(table, mixer, "A_log", {c.gdn_heads}, layer);
       add_param(table, mixer, "dt_bias", {c.gdn_heads}, layer);
       add_param(table, mixer + ".o_norm", "weight", {c.gdn_head_dim_v}, layer);

@@ -79,6 +79,11 @@ void ModelConfig::validate() const {
     require_positive(gdn_head_dim_v, "gdn_head_dim_v");
     require_positive(gdn_conv_width, "gdn_conv_width");
     require_positive(gdn_chunk, "gdn_chunk");
+    if (gdn_variant == GdnVariant::jetblock && gdn_heads * gdn_head_dim_v / std::max<int64_t>(gdn_dconv_reduction, 1) < 1)
+      throw user_error("model config: gdn_dconv_reduction ", gdn_dconv_reduction,
+                       " leaves no kernel-generator width (gdn_heads * gdn_head_dim_v = ",
+                       gdn_heads * gdn_head_dim_v, ")");
+    require_positive(gdn_dconv_reduction, "gdn_dconv_reduction");
   }
 }
 
@@ -87,7 +92,9 @@ std::string ModelConfig::summary() const {
   os << name << " pattern=" << pattern << " layers=" << num_layers() << " hidden=" << hidden
      << " mlp=" << mlp_hidden << " vocab=" << vocab << " attn=" << attn_heads << "/"
      << attn_kv_heads << "x" << attn_head_dim << " window=" << window << " gdn=" << gdn_heads
-     << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_mode=" << to_string(gdn_mode);
+     << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_variant="
+     << (gdn_variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet")
+     << " gdn_mode=" << to_string(gdn_mode);
   return os.str();
 }
 
@@ -110,6 +117,7 @@ ModelConfig preset(const std::string& name) {
     c.gdn_heads = 4;
     c.gdn_head_dim_k = 48;
     c.gdn_head_dim_v = 128;
+    c.gdn_variant = GdnVariant::jetblock;
   } else if (name == "jet-nemotron-2b") {
     c.pattern = "GGGGGGGGGGGGGGAGGGGASSGGGGGG";  // A at 14, 19; S at 20, 21
     c.hidden = 1536;
@@ -122,6 +130,7 @@ ModelConfig preset(const std::string& name) {
     c.gdn_heads = 12;
     c.gdn_head_dim_k = 96;
     c.gdn_head_dim_v = 256;
+    c.gdn_variant = GdnVariant::jetblock;  // 1.965 B parameters (REFERENCE: about 1.97 B)
   } else if (name == "jet-nemotron-4b") {
     std::string p(36, 'G');
     for (int i : {17, 20, 32}) p[i] = 'A';
@@ -137,6 +146,7 @@ ModelConfig preset(const std::string& name) {
     c.gdn_heads = 16;
     c.gdn_head_dim_k = 128;
     c.gdn_head_dim_v = 256;
+    c.gdn_variant = GdnVariant::jetblock;
   } else if (name == "gpt2-large") {
     // The all-attention control (774 M). Mapped onto this block family (README.md): RMSNorm
     // for LayerNorm, RoPE for learned positions, SwiGLU of width 3413 ~ 8/3 d for the 4d GELU

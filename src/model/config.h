@@ -15,6 +15,12 @@ enum class LayerKind : char {
   sliding_window = 'S',  // the same attention restricted to the last `window` keys
 };
 
+// Which linear-attention layer the G letters build (REFERENCE.md §1).
+enum class GdnVariant {
+  gated_deltanet,  // q, k, v each through a static causal depthwise conv (fla reference)
+  jetblock,        // Jet-Nemotron: no q/k conv; v conv kernel generated per token from x
+};
+
 // Which Gated DeltaNet core runs in the G layers (same math, REFERENCE.md §1).
 enum class GdnMode { chunked, recurrent };
 
@@ -43,6 +49,8 @@ struct ModelConfig {
   int64_t gdn_head_dim_v = 32;  // d_v
   int64_t gdn_conv_width = 4;   // causal depthwise short convolution on q, k, v
   int64_t gdn_chunk = 64;       // chunk size C of the chunked core
+  GdnVariant gdn_variant = GdnVariant::gated_deltanet;
+  int64_t gdn_dconv_reduction = 8;  // jetblock: kernel generator width = H * dv / reduction
   GdnMode gdn_mode = GdnMode::chunked;
 
   double rms_eps = 1e-6;

@@ -20,11 +20,30 @@ torch::Tensor ShortConvImpl::forward(const torch::Tensor& x) {
   return torch::silu(y.transpose(1, 2));
 }
 
+DynamicShortConvImpl::DynamicShortConvImpl(int64_t generator_in, int64_t channels, int64_t width_,
+                                           int64_t reduction)
+    : width(width_) {
+  auto generator = register_module("kernel_generator", std::make_shared<torch::nn::Module>());
+  w1 = generator->register_module("w1", LoRALinear(generator_in, channels / reduction, false));
+  w2 = generator->register_module("w2", LoRALinear(channels / reduction, channels * width, true));
+}
+
+torch::Tensor DynamicShortConvImpl::forward(const torch::Tensor& x,
+                                            const torch::Tensor& generator_input) {
+  const int64_t B = x.size(0), T = x.size(1);
+  // kernels: [B, T, C, width] ('(c w)' layout of the generator output)
+  auto kernels = w2->forward(torch::silu(w1->forward(generator_input))).view({B, T, -1, width});
+  auto padded = torch::constant_pad_nd(x.transpose(1, 2), {width - 1, 0});  // [B, C, T+width-1]
+  auto windows = padded.unfold(2, width, 1).permute({0, 2, 1, 3});          // [B, T, C, width]
+  return torch::silu((windows * kernels).sum(-1));                           // [B, T, C]
+}
+
 GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
     : head_dim_k(c.gdn_head_dim_k),
       head_dim_v(c.gdn_head_dim_v),
       chunk_size(c.gdn_chunk),
-      mode(c.gdn_mode) {
+      mode(c.gdn_mode),
+      variant(c.gdn_variant) {
   const int64_t key = c.gdn_heads * c.gdn_head_dim_k, value = c.gdn_heads * c.gdn_head_dim_v;
   // Registration order = accounting.cpp parameter_table order (projections, then the rest).
   q_proj = register_module("q_proj", LoRALinear(c.hidden, key, false));
@@ -34,9 +53,14 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
   b_proj = register_module("b_proj", LoRALinear(c.hidden, c.gdn_heads, false));
   g_proj = register_module("g_proj", LoRALinear(c.hidden, value, false));
   o_proj = register_module("o_proj", LoRALinear(value, c.hidden, false));
-  q_conv1d = register_module("q_conv1d", ShortConv(key, c.gdn_conv_width));
-  k_conv1d = register_module("k_conv1d", ShortConv(key, c.gdn_conv_width));
-  v_conv1d = register_module("v_conv1d", ShortConv(value, c.gdn_conv_width));
+  if (variant == GdnVariant::gated_deltanet) {
+    q_conv1d = register_module("q_conv1d", ShortConv(key, c.gdn_conv_width));
+    k_conv1d = register_module("k_conv1d", ShortConv(key, c.gdn_conv_width));
+    v_conv1d = register_module("v_conv1d", ShortConv(value, c.gdn_conv_width));
+  } else {
+    dynamic_conv1d = register_module(
+        "dynamic_conv1d", DynamicShortConv(c.hidden, value, c.gdn_conv_width, c.gdn_dconv_reduction));
+  }
   A_log = register_parameter("A_log", torch::zeros({c.gdn_heads}));
   dt_bias = register_parameter("dt_bias", torch::zeros({c.gdn_heads}));
   o_norm = register_module("o_norm", RMSNorm(c.gdn_head_dim_v, c.rms_eps));
@@ -53,9 +77,19 @@ torch::Tensor l2_normalize(const torch::Tensor& x) {
 
 torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
-  auto q = q_conv1d->forward(q_proj->forward(x)).view({B, T, -1, head_dim_k});  // [B,T,H,dk]
-  auto k = k_conv1d->forward(k_proj->forward(x)).view({B, T, -1, head_dim_k});  // [B,T,H,dk]
-  auto v = v_conv1d->forward(v_proj->forward(x)).view({B, T, -1, head_dim_v});  // [B,T,H,dv]
+  torch::Tensor q, k, v;  // [B, T, H*dk], [B, T, H*dk], [B, T, H*dv]
+  if (variant == GdnVariant::gated_deltanet) {
+    q = q_conv1d->forward(q_proj->forward(x));
+    k = k_conv1d->forward(k_proj->forward(x));
+    v = v_conv1d->forward(v_proj->forward(x));
+  } else {
+    q = torch::silu(q_proj->forward(x));
+    k = torch::silu(k_proj->forward(x));
+    v = dynamic_conv1d->forward(v_proj->forward(x), x);
+  }
+  q = q.view({B, T, -1, head_dim_k});  // [B, T, H, dk]
+  k = k.view({B, T, -1, head_dim_k});
+  v = v.view({B, T, -1, head_dim_v});  // [B, T, H, dv]
   q = l2_normalize(q) / std::sqrt(static_cast<double>(head_dim_k));
   k = l2_normalize(k);
   auto beta = torch::sigmoid(b_proj->forward(x));                                  // [B,T,H]

@@ -9,6 +9,11 @@
 // q_conv1d.weight k_conv1d.weight v_conv1d.weight [C, 1, 4], A_log [H], dt_bias [H],
 // o_norm.weight [dv].
 //
+// JetBlock variant (config.gdn_variant = jetblock, REFERENCE.md §1): q = SiLU(q_proj x),
+// k = SiLU(k_proj x) without convolutions; v = SiLU(dynamic_conv(v_proj x)) whose width-4 kernel
+// per token and channel is kernel_generator.w2(SiLU(kernel_generator.w1 x)) + w2.bias. Names:
+// dynamic_conv1d.kernel_generator.w1 [H*dv/8, D], .w2 [H*dv*4, H*dv/8] with bias (LoRALinear).
+//
 // Head count is read from tensor shapes (q_proj rows / dk), so a tensor-parallel shard holding
 // a slice of the heads (and the matching rows of A_log, dt_bias, a/b_proj, convs) runs as is.
 #include <torch/torch.h>
@@ -29,6 +34,18 @@ class ShortConvImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ShortConv);
 
+// JetBlock's token-dependent causal depthwise convolution followed by SiLU.
+class DynamicShortConvImpl : public torch::nn::Module {
+ public:
+  DynamicShortConvImpl(int64_t generator_in, int64_t channels, int64_t width, int64_t reduction);
+  // x: [B, T, C] values, generator_input: [B, T, D] -> [B, T, C];
+  // y[t, c] = SiLU(sum_w kernel[t, c, w] * x[t - width + 1 + w, c])
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& generator_input);
+  LoRALinear w1{nullptr}, w2{nullptr};  // registered under "kernel_generator"
+  int64_t width;
+};
+TORCH_MODULE(DynamicShortConv);
+
 class GatedDeltaNetImpl : public torch::nn::Module {
  public:
   explicit GatedDeltaNetImpl(const ModelConfig& config);
@@ -38,13 +55,15 @@ class GatedDeltaNetImpl : public torch::nn::Module {
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   LoRALinear a_proj{nullptr}, b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};
-  ShortConv q_conv1d{nullptr}, k_conv1d{nullptr}, v_conv1d{nullptr};
+  ShortConv q_conv1d{nullptr}, k_conv1d{nullptr}, v_conv1d{nullptr};  // gated_deltanet variant
+  DynamicShortConv dynamic_conv1d{nullptr};                           // jetblock variant
   torch::Tensor A_log;    // [H]
   torch::Tensor dt_bias;  // [H]
   RMSNorm o_norm{nullptr};
 
   int64_t head_dim_k, head_dim_v, chunk_size;
   GdnMode mode;
+  GdnVariant variant;
 };
 TORCH_MODULE(GatedDeltaNet);
 

@@ -34,7 +34,11 @@ void init_parameter(const std::string& name, torch::Tensor& param, uint64_t seed
   torch::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
   auto values = torch::empty(param.sizes(), torch::TensorOptions().dtype(torch::kFloat32));
-  if (ends_with(name, ".lora_B") || (ends_with(name, ".bias") && !ends_with(name, "dt_bias"))) {
+  if (ends_with(name, "kernel_generator.w2.weight")) {
+    values.zero_();
+  } else if (ends_with(name, "kernel_generator.w2.bias")) {
+    values.normal_(0.0, 0.02, gen);
+  } else if (ends_with(name, ".lora_B") || (ends_with(name, ".bias") && !ends_with(name, "dt_bias"))) {
     values.zero_();
   } else if (ends_with(name, ".lora_A")) {
     const double bound = 1.0 / std::sqrt(static_cast<double>(param.size(1)));

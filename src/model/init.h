@@ -17,6 +17,8 @@ namespace hlp::model {
 uint64_t parameter_seed(uint64_t seed, const std::string& name);
 
 // Rule by name (Qwen2 / fla / PEFT conventions):
+//   *kernel_generator.w2.weight           zeros (JetBlock: the kernel starts static = w2.bias)
+//   *kernel_generator.w2.bias             N(0, 0.02) (JetBlock's static-kernel init)
 //   *.lora_B, *.bias, except dt_bias      zeros
 //   *.lora_A                               kaiming-uniform a = sqrt(5): U(-1/sqrt(in), 1/sqrt(in))
 //   *norm.weight                           ones

@@ -13,11 +13,21 @@ using hlp::model::testing::micro_config;
 
 namespace {
 
-void check_block(const std::string& pattern, GdnMode mode) {
+void check_block(const std::string& pattern, GdnMode mode,
+                 GdnVariant variant = GdnVariant::gated_deltanet) {
   auto c = micro_config(pattern);
   c.gdn_mode = mode;
+  c.gdn_variant = variant;
+  c.gdn_dconv_reduction = 2;
   HybridLM model(c, 31);
   model->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;  // JetBlock's w2 starts at 0: make the generator path non-trivial
+    torch::manual_seed(30);
+    for (auto& item : model->named_parameters())
+      if (item.key().find("kernel_generator.w2.weight") != std::string::npos)
+        item.value().normal_(0, 0.3);
+  }
   auto block = model->block(0);
   torch::manual_seed(8);
   auto x = torch::randn({2, 7, c.hidden}, torch::kFloat64).requires_grad_(true);  // 7: not a multiple of chunk 4
@@ -40,6 +50,10 @@ TEST_CASE("gradcheck: gated delta block (recurrent core)", "[model][gradcheck]")
   check_block("G", GdnMode::recurrent);
 }
 
+TEST_CASE("gradcheck: JetBlock gated delta block (dynamic conv)", "[model][gradcheck]") {
+  check_block("G", GdnMode::chunked, GdnVariant::jetblock);
+}
+
 TEST_CASE("gradcheck: full attention block", "[model][gradcheck]") {
   check_block("A", GdnMode::chunked);
 }
@@ -51,6 +65,8 @@ TEST_CASE("gradcheck: sliding-window attention block", "[model][gradcheck]") {
 TEST_CASE("gradcheck: whole model with LoRA adapters (loss w.r.t. trainable parameters)",
           "[model][gradcheck][lora]") {
   auto c = micro_config("GAS");
+  c.gdn_variant = GdnVariant::jetblock;
+  c.gdn_dconv_reduction = 2;
   HybridLM model(c, 32);
   model->to(torch::kFloat64);
   apply_lora(model, make_lora_config(2, 4, 0.0, "all-linear", "final_norm,embed_tokens"));
