@@ -211,6 +211,9 @@ void Loader::worker_loop() {
     LaneState& s = *lanes_[static_cast<size_t>(pick_lane_locked())];
     s.reading = true;
     const int64_t seq = s.next_read_seq++;
+    int64_t in_flight = 0;
+    for (const auto& lane : lanes_) in_flight += lane->next_read_seq - lane->next_take_seq;
+    peak_chunks_in_flight_ = std::max(peak_chunks_in_flight_, in_flight);
     lk.unlock();
 
     Chunk chunk;
@@ -380,6 +383,8 @@ LoaderStats Loader::stats() const {
   st.empty_documents = stats_.empty_documents;
   st.invalid_utf8_documents = stats_.invalid_utf8_documents;
   st.split_documents = stats_.split_documents;
+  std::lock_guard<std::mutex> lk(mu_);
+  st.peak_chunks_in_flight = peak_chunks_in_flight_;
   return st;
 }
 

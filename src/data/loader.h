@@ -57,6 +57,8 @@ struct LoaderStats {
   int64_t empty_documents = 0;         // .jsonl records with an empty text (skipped)
   int64_t invalid_utf8_documents = 0;  // documents whose invalid UTF-8 was replaced by U+FFFD
   int64_t split_documents = 0;         // .txt documents cut at max_document_bytes
+  int64_t peak_chunks_in_flight = 0;   // most chunks read but not yet taken, all lanes together
+                                       // (bounded by lanes x queue_depth: the memory bound)
 };
 
 class Loader {
@@ -108,6 +110,7 @@ class Loader {
   mutable std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;
   bool stop_ = false;
+  int64_t peak_chunks_in_flight_ = 0;
   std::exception_ptr error_;
   std::vector<std::thread> workers_;
 

@@ -188,6 +188,22 @@ TEST_CASE("data: batches are identical for 1, 2 and 4 loader threads", "[data][l
   }
 }
 
+TEST_CASE("data: chunks in flight never exceed lanes x queue_depth (the memory bound)", "[data][loader][threads]") {
+  TempDir dir;
+  dir.write("c.txt", join_txt(numbered_documents(300)));
+  auto o = small_options(dir.path());
+  o.chunk_bytes = 64;  // many small chunks
+  for (int depth : {1, 3}) {
+    o.queue_depth = depth;
+    o.loader_threads = 4;
+    Loader loader(o, 0, 1);
+    for (int s = 0; s < 200; ++s) loader.next();
+    const auto st = loader.stats();
+    REQUIRE(st.peak_chunks_in_flight >= 1);
+    REQUIRE(st.peak_chunks_in_flight <= static_cast<int64_t>(loader.lanes()) * depth);
+  }
+}
+
 TEST_CASE("data: the seed changes the order of blocks; the same seed repeats it", "[data][loader]") {
   TempDir dir;
   dir.write("c.txt", join_txt(numbered_documents(80)));
