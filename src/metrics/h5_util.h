@@ -33,6 +33,8 @@ class Handle {
     if (id_ >= 0 && closer_) closer_(id_);
     id_ = -1;
   }
+  // Forgets the id without closing it (see ResultWriter's destructor).
+  void release() { id_ = -1; }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   operator hid_t() const { return id_; }  // NOLINT: pass straight to the C API

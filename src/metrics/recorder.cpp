@@ -40,6 +40,7 @@ Recorder::Span& Recorder::Span::operator=(Span&& other) noexcept {
     end();
     recorder_ = std::exchange(other.recorder_, nullptr);
     name_ = other.name_;
+    owned_name_ = std::move(other.owned_name_);
     category_ = other.category_;
     lane_ = other.lane_;
     step_ = other.step_;
@@ -55,7 +56,8 @@ double Recorder::Span::end() {
   const double end_raw_s = hlp::now_s();
   Recorder* rec = std::exchange(recorder_, nullptr);
   if (rec->tracing()) {
-    rec->add_event(name_, category_ ? category_ : lane_name(lane_), lane_, start_raw_s_,
+    rec->add_event(name_ ? std::string(name_) : std::move(owned_name_),
+                   category_ ? category_ : lane_name(lane_), lane_, start_raw_s_,
                    end_raw_s, step_, micro_batch_, bytes_);
   }
   return end_raw_s - start_raw_s_;
@@ -71,6 +73,13 @@ Recorder::Span Recorder::span(const char* name, Lane lane, int64_t step, int32_t
   s.step_ = step;
   s.micro_batch_ = micro_batch;
   s.start_raw_s_ = hlp::now_s();
+  return s;
+}
+
+Recorder::Span Recorder::span(std::string name, Lane lane, int64_t step, int32_t micro_batch,
+                              const char* category) {
+  Span s = span(static_cast<const char*>(nullptr), lane, step, micro_batch, category);
+  s.owned_name_ = std::move(name);
   return s;
 }
 

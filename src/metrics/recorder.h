@@ -79,6 +79,7 @@ class Recorder : public comm::Observer {
     friend class Recorder;
     Recorder* recorder_ = nullptr;
     const char* name_ = nullptr;
+    std::string owned_name_;  // set by the std::string overload (then name_ is unused)
     const char* category_ = nullptr;
     Lane lane_ = Lane::Compute;
     int64_t step_ = -1;
@@ -89,6 +90,9 @@ class Recorder : public comm::Observer {
 
   // name and category must outlive the span (string literals are the intended use).
   Span span(const char* name, Lane lane, int64_t step = -1, int32_t micro_batch = -1,
+            const char* category = nullptr);
+  // For names built at run time ("layer3.mixer"): the span keeps its own copy.
+  Span span(std::string name, Lane lane, int64_t step = -1, int32_t micro_batch = -1,
             const char* category = nullptr);
 
   // Adds a finished event; start/end are raw hlp::now_s() values.

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -289,7 +290,17 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + path);
 }
 
-ResultWriter::~ResultWriter() = default;  // Handles close datasets, then the file
+ResultWriter::~ResultWriter() {
+  State& s = *state_;
+  if (s.finished || std::uncaught_exceptions() == 0) return;  // Handles close it (collective)
+  // Unwinding an error: other ranks may not be in step, and H5Fclose is collective, so closing
+  // here could hang. Leave the file as the last flush left it (complete = 0): the process is
+  // about to report the error and exit; HDF5 closes what is left at MPI_Finalize.
+  for (auto& kv : s.metric_ds) kv.second.release();
+  for (auto& h : s.trace_ds) h.release();
+  s.step_index_ds.release();
+  s.file.release();
+}
 
 void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) {
   State& s = *state_;

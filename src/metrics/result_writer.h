@@ -5,7 +5,7 @@
 // Every member function marked COLLECTIVE must be called by all ranks of the communicator, in
 // the same order. The natural loop is:
 //
-//   ResultWriter writer(MPI_COMM_WORLD, "results/job.h5", run_info, {.flush_every_steps = 10});
+//   ResultWriter writer(MPI_COMM_WORLD, "results/job.h5", run_info, options);  // K = 10 default
 //   writer.write_model(model_info, params_on_this_rank);          // COLLECTIVE
 //   for (step ...) { ...; rec.record_step(step, m); writer.append(rec); }   // COLLECTIVE
 //   writer.write_pipeline(pipeline_info);                         // COLLECTIVE, optional
@@ -30,7 +30,10 @@ class ResultWriter {
   // attributes (complete = 0) and creates every /steps and /trace dataset empty.
   ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo& info,
                const WriterOptions& options = {});
-  ~ResultWriter();  // closes without marking complete (COLLECTIVE like every H5Fclose)
+  // Without finish(): closes the file, complete stays 0 (COLLECTIVE, like every H5Fclose).
+  // While an exception unwinds, it does not close (a lone failing rank would hang in the
+  // collective close): the file stays as the last flush left it.
+  ~ResultWriter();
   ResultWriter(const ResultWriter&) = delete;
   ResultWriter& operator=(const ResultWriter&) = delete;
 

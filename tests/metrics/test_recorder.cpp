@@ -83,6 +83,20 @@ TEST_CASE("metrics recorder: span.end() is idempotent and returns the duration a
   CHECK(events[1].lane == Lane::Data);
 }
 
+TEST_CASE("metrics recorder: spans with run-time names keep their own copy of the name",
+          "[recorder]") {
+  Recorder rec;
+  {
+    std::string name = "layer" + std::to_string(3) + ".mixer";
+    auto s = rec.span(name, Lane::Compute, 1, 0);
+    name = "overwritten";  // the span must not refer to the caller's string
+    auto moved = std::move(s);
+  }
+  auto events = rec.take_events();
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].name == "layer3.mixer");
+}
+
 TEST_CASE("metrics recorder: with tracing off spans still time themselves but store nothing", "[recorder]") {
   Recorder rec;
   rec.set_tracing(false);
