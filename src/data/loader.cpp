@@ -375,6 +375,15 @@ Cursor Loader::cursor() const {
   return c;
 }
 
+std::string Loader::describe() const {
+  return "data: " + std::to_string(corpus_.files().size()) + " file(s), " +
+         std::to_string(corpus_.size_bytes()) + " bytes, lanes " + std::to_string(first_lane_) +
+         ".." + std::to_string(first_lane_ + lanes() - 1) + " of " +
+         std::to_string(options_.global_batch) + ", tokenizer " + tokenizer_->name() + " (vocab " +
+         std::to_string(vocab_size()) + "), " + std::to_string(options_.loader_threads) +
+         " loader thread(s)";
+}
+
 LoaderStats Loader::stats() const {
   LoaderStats st;
   st.documents = stats_.documents;

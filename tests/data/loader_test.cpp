@@ -156,6 +156,7 @@ TEST_CASE("data: every document is read once per epoch across all ranks' lanes",
     }
   }
   REQUIRE(lanes_seen == std::set<int64_t>{0, 1, 2, 3});
+  REQUIRE_THAT(Loader(o, 1, dp).describe(), Catch::Contains("2 file(s)") && Catch::Contains("lanes 2..3 of 4"));
   // Disjoint (no document twice) and complete (every document once).
   REQUIRE(epoch0 == std::multiset<std::string>(docs.begin(), docs.end()));
 }
