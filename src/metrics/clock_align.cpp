@@ -9,7 +9,10 @@
 
 namespace hlp::metrics {
 
-ClockAlignment align_clocks(MPI_Comm comm, int rounds) {
+ClockAlignment align_clocks(MPI_Comm user_comm, int rounds) {
+  // A private communicator: our ping-pong cannot match anyone else's messages.
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(user_comm, &comm);
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -52,6 +55,7 @@ ClockAlignment align_clocks(MPI_Comm comm, int rounds) {
   double start = rank == 0 ? hlp::now_s() : 0.0;
   MPI_Bcast(&start, 1, MPI_DOUBLE, 0, comm);
   result.run_start_s = start;
+  MPI_Comm_free(&comm);
   return result;
 }
 

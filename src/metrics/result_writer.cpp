@@ -96,7 +96,7 @@ void agree_or_throw(MPI_Comm comm, const std::string& local_problem) {
 }  // namespace
 
 struct ResultWriter::State {
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;  // a dup of the caller's, freed with the State
   int rank = 0;
   int world = 1;
   std::string path;
@@ -114,6 +114,20 @@ struct ResultWriter::State {
   std::vector<StepRecord> steps;      // buffered
   std::vector<TraceEvent> events;     // buffered
   bool finished = false;
+  bool leak_comm = false;  // set while unwinding (see ~ResultWriter)
+
+  ~State() {
+    // Members are destroyed after this body runs, so close the HDF5 objects here, file last,
+    // before the communicator HDF5 was given goes away.
+    metric_ds.clear();
+    trace_ds.clear();
+    step_index_ds.reset();
+    trace_type.reset();
+    xfer.reset();
+    xfer_indep.reset();
+    file.reset();
+    if (comm != MPI_COMM_NULL && !leak_comm) MPI_Comm_free(&comm);
+  }
 
   // One collective write of `count` rows of `mem_type` data into a 1-D or 2-D slab of ds.
   // Ranks with nothing to write pass count 0 (empty selection on both sides).
@@ -141,7 +155,10 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   h5::silence_hdf5_errors();
-  s.comm = comm;
+  // Our own communicator: the writer's collectives never interleave with other traffic on
+  // the caller's (e.g. a communicator thread working on a world-sized group).
+  MPI_Comm_dup(comm, &s.comm);
+  comm = s.comm;
   s.path = path;
   s.options = options;
   MPI_Comm_rank(comm, &s.rank);
@@ -300,6 +317,7 @@ ResultWriter::~ResultWriter() {
   for (auto& h : s.trace_ds) h.release();
   s.step_index_ds.release();
   s.file.release();
+  s.leak_comm = true;
 }
 
 void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) {

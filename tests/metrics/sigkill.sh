@@ -10,6 +10,13 @@ FILE="$OUT/killed.h5"; READY="$OUT/killed.ready"
 rm -f "$FILE" "$READY"
 "$MPIEXEC" -n 2 "$TOOL" write "$FILE" --steps 10 --flush-every 4 --ready-file "$READY" &
 LAUNCHER=$!
+# Whatever happens below, leave no rank behind.
+cleanup() {
+  [ -f "$READY" ] && for pid in $(cat "$READY"); do kill -9 "$pid" 2>/dev/null; done
+  kill -9 $LAUNCHER 2>/dev/null
+  return 0
+}
+trap cleanup EXIT
 for _ in $(seq 1 1200); do
   [ -f "$READY" ] && break
   kill -0 $LAUNCHER 2>/dev/null || { echo "writer exited before it was ready" >&2; exit 1; }
