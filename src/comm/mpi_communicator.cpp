@@ -177,6 +177,7 @@ WorkPtr MpiCommunicator::enqueue(OpKind kind, int64_t bytes, int peer,
   task.record = OpRecord{kind, bytes, 0.0, 0.0, size_, peer, /*async=*/!issuing_sync()};
   task.run = std::move(run);
   task.reported = reported;
+  if (!task.record.async && queue_->try_run_inline(task, timeout_s())) return work;
   queue_->push(std::move(task));
   return work;
 }

@@ -8,6 +8,11 @@
 #include "common/clock.h"
 
 namespace hlp::comm {
+namespace {
+// How often the idle comm thread checks an inline op's deadline: timeouts fire at most this
+// late. Four wake-ups a second per communicator cost nothing measurable.
+constexpr std::chrono::milliseconds kWatchdogPeriod(250);
+}  // namespace
 
 MpiOpQueue::~MpiOpQueue() {
   // Owners call stop() first; this only covers an owner that forgot (no timeout then).
@@ -19,14 +24,45 @@ MpiOpQueue::~MpiOpQueue() {
   if (thread_.joinable()) thread_.join();
 }
 
+void MpiOpQueue::start_thread_locked() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+}
+
 void MpiOpQueue::push(MpiTask task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) throw std::logic_error("communicator used after it was shut down");
     queue_.push_back(std::move(task));
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    start_thread_locked();
   }
-  cv_.notify_one();
+  cv_.notify_all();
+}
+
+bool MpiOpQueue::try_run_inline(MpiTask& task, double timeout_s) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) throw std::logic_error("communicator used after it was shut down");
+    if (!queue_.empty() || running_ || inline_running_) return false;
+    inline_running_ = true;
+    inline_deadline_s_ = now_s() + timeout_s;
+    inline_record_ = task.record;
+    inline_timeout_s_ = timeout_s;
+    // The idle comm thread is the watchdog; it polls every kWatchdogPeriod, so no wake-up
+    // (a context switch per op) is needed here.
+    start_thread_locked();
+  }
+  {
+    c10::AutoGradMode no_grad(false);
+    run_task(task);
+  }
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inline_running_ = false;
+    queued = !queue_.empty();
+  }
+  if (queued) cv_.notify_all();  // ops pushed meanwhile waited for this one
+  return true;
 }
 
 void MpiOpQueue::stop(double timeout_s) {
@@ -54,26 +90,43 @@ void MpiOpQueue::loop() {
     bool have_task = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      auto ready = [this] { return stopping_ || !queue_.empty(); };
-      if (pending_.empty())
-        cv_.wait(lock, ready);
-      else  // sends/recvs in flight: test them again soon
-        cv_.wait_for(lock, std::chrono::microseconds(50), ready);
-      if (!queue_.empty()) {
-        task = std::move(queue_.front());
-        queue_.pop_front();
-        have_task = true;
-      } else if (stopping_ && pending_.empty()) {
-        exited_ = true;
-        exited_cv_.notify_all();
-        return;
+      for (;;) {
+        if (!queue_.empty() && !inline_running_) {
+          task = std::move(queue_.front());
+          queue_.pop_front();
+          have_task = true;
+          running_ = static_cast<bool>(task.run);
+          break;
+        }
+        if (inline_running_ && now_s() > inline_deadline_s_) {
+          const OpRecord record = inline_record_;
+          const double timeout_s = inline_timeout_s_;
+          lock.unlock();
+          abort_on_timeout(record.kind, record.bytes, timeout_s);
+        }
+        if (stopping_ && queue_.empty() && pending_.empty() && !inline_running_) {
+          exited_ = true;
+          exited_cv_.notify_all();
+          return;
+        }
+        if (!pending_.empty()) {  // sends/recvs in flight: test them again soon
+          cv_.wait_for(lock, std::chrono::microseconds(50));
+          break;
+        }
+        // Idle: sleep until an op arrives, waking every kWatchdogPeriod to check on an op
+        // that a caller thread runs inline.
+        cv_.wait_for(lock, kWatchdogPeriod);
       }
     }
     if (have_task) {
-      if (task.run)
+      if (task.run) {
         run_task(task);
-      else
+        std::lock_guard<std::mutex> lock(mutex_);
+        running_ = false;
+      } else {
         post_p2p(std::move(task));
+      }
+      cv_.notify_all();
     }
     poll_p2p();
   }
