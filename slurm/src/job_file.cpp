@@ -144,6 +144,8 @@ JobFile parse_job_file(std::istream& in, const std::string& path) {
 
     if (per_task_options().count(key) && (section.empty() || section == "fixed" || section == "sweep"))
       throw user_error(where, ": '", key, "' is set by hlp-sweep for every task; remove it from the job file");
+    if (key == "exclude" && section != "sweep")
+      throw user_error(where, ": exclude rules belong in [sweep] (found 'exclude = ", value, "')");
     if (section == "job" || (section.empty() && is_setting(key)) || kSites.count(section)) {
       if (!is_setting(key))
         throw user_error(where, ": unknown setting '", key, "'; settings are: ", setting_names());

@@ -94,13 +94,19 @@ std::string sbatch(const std::vector<std::string>& args, const std::string& scri
 
 std::vector<SubmittedJob> submit_sweep(const Sweep& sweep, const RenderedSweep& rendered) {
   std::vector<SubmittedJob> jobs;
-  std::string dependency;
-  for (const std::string& script : rendered.array_scripts) {
-    jobs.push_back({"array", script, sbatch({}, script, rendered.sweep_dir)});
-    dependency += (dependency.empty() ? "" : ":") + jobs.back().job_id;
+  std::string dependency, submitted;  // submitted: "12 13" for the message if a later sbatch fails
+  try {
+    for (const std::string& script : rendered.array_scripts) {
+      jobs.push_back({"array", script, sbatch({}, script, rendered.sweep_dir)});
+      dependency += (dependency.empty() ? "" : ":") + jobs.back().job_id;
+      submitted += (submitted.empty() ? "" : " ") + jobs.back().job_id;
+    }
+    jobs.push_back({"analysis", rendered.analysis_script,
+                    sbatch({"--dependency=afterok:" + dependency}, rendered.analysis_script, rendered.sweep_dir)});
+  } catch (const UserError& e) {
+    if (submitted.empty()) throw;
+    throw user_error(e.what(), "; already submitted: ", submitted, " (scancel ", submitted, ")");
   }
-  jobs.push_back({"analysis", rendered.analysis_script,
-                  sbatch({"--dependency=afterok:" + dependency}, rendered.analysis_script, rendered.sweep_dir)});
   std::ofstream out(fs::path(rendered.sweep_dir) / "submitted.txt");
   for (const SubmittedJob& job : jobs) out << job.kind << " " << job.script << " " << job.job_id << "\n";
   return jobs;

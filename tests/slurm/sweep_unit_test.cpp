@@ -88,6 +88,7 @@ TEST_CASE("job file: unknown names are errors that list the valid ones", "[slurm
   CHECK_THROWS_WITH(parse("[sweep]\nranks = 1, 1\n"), Catch::Contains("lists a value twice"));
   CHECK_THROWS_WITH(parse("[fixed]\nranks = 2\n[sweep]\nranks = 1, 2\n"), Catch::Contains("both fixed and swept"));
   CHECK_THROWS_WITH(parse("[sweep]\nranks = 1,,2\n"), Catch::Contains("empty value"));
+  CHECK_THROWS_WITH(parse("[fixed]\nexclude = ranks=1\n"), Catch::Contains("exclude rules belong in [sweep]"));
   // train-options declares an option this hlp-sweep does not know yet.
   CHECK_NOTHROW(parse("[job]\ntrain-options = new-knob\n[fixed]\nstrategy = ddp\n[sweep]\nnew-knob = a, b\n"));
 }
