@@ -10,6 +10,9 @@ work=$(mktemp -d /tmp/hlp-golden.XXXXXX); trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$HLP_BIN_DIR/hlp-sweep" "$HLP_SOURCE_DIR/tests/slurm/golden/sweep.ini" --site "$site" \
     --out "$work/sweep" --hlp-bin /opt/hlp/bin --templates "$HLP_SOURCE_DIR/slurm/templates" > "$work/stdout"
+for f in "$work"/sweep/*.sbatch "$work"/sweep/submit.sh; do
+  bash -n "$f" || fail "$(basename "$f") is not valid bash"
+done
 rendered="$work/normalized"; mkdir -p "$rendered"
 for f in "$work"/sweep/*.sbatch "$work"/sweep/submit.sh; do
   sed -e "s|$work/sweep|@SWEEP_DIR@|g" -e "s|$HLP_SOURCE_DIR|@SOURCE_DIR@|g" "$f" > "$rendered/$(basename "$f")"
