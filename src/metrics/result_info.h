@@ -4,6 +4,7 @@
 // field lives in the file).
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,17 @@ struct WriterOptions {
   // /steps rows are written with collective MPI-IO transfers (H5FD_MPIO_COLLECTIVE). Set false
   // for independent transfers (fewer synchronisations when ranks oversubscribe the cores).
   bool collective_writes = true;
+  // /summary medians leave out this many first steps (warm-up: allocation, first-touch, JIT);
+  // fewer if the run is shorter (at least one step is always used).
+  int summary_skip_steps = 1;
+};
+
+// /summary: per metric, each rank's median over the steps after warm-up, and the max of those.
+struct Summary {
+  int64_t skip_steps = 0;
+  int64_t steps_used = 0;
+  std::map<std::string, std::vector<double>> median_per_rank;  // metric -> [world]
+  std::map<std::string, double> median_max_over_ranks;         // metric -> scalar
 };
 
 }  // namespace hlp::metrics

@@ -236,4 +236,23 @@ std::optional<PipelineInfo> ResultReader::pipeline() const {
   });
 }
 
+std::optional<Summary> ResultReader::summary() const {
+  const State& s = *state_;
+  if (!h5::link_exists(s.file, schema::kSummaryGroup)) return std::nullopt;
+  const std::vector<std::string> metrics = step_metrics();
+  return s.guarded(schema::kSummaryGroup, [&] {
+    h5::Handle g = h5::group(H5Gopen2(s.file, schema::kSummaryGroup, H5P_DEFAULT), "open");
+    Summary sum;
+    sum.skip_steps = h5::read_attr_int(g, schema::kSummarySkipSteps);
+    sum.steps_used = h5::read_attr_int(g, schema::kSummaryStepsUsed);
+    for (const auto& m : metrics) {
+      const std::string per_rank = m + schema::kMedianPerRankSuffix;
+      if (!h5::has_attr(g, per_rank)) continue;
+      sum.median_per_rank[m] = h5::read_attr_doubles(g, per_rank);
+      sum.median_max_over_ranks[m] = h5::read_attr_double(g, m + schema::kMedianMaxSuffix);
+    }
+    return std::optional<Summary>(std::move(sum));
+  });
+}
+
 }  // namespace hlp::metrics

@@ -59,6 +59,8 @@ class ResultReader {
   // /model (nullopt before write_model ran) and /pipeline (pipeline runs only)
   std::optional<ModelInfo> model() const;
   std::optional<PipelineInfo> pipeline() const;
+  // /summary (written by finish(): nullopt for a killed run)
+  std::optional<Summary> summary() const;
 
  private:
   struct State;

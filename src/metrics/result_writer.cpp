@@ -113,6 +113,7 @@ struct ResultWriter::State {
   int64_t steps_written = 0;
   std::vector<StepRecord> steps;      // buffered
   std::vector<TraceEvent> events;     // buffered
+  std::map<std::string, std::vector<double>> history;  // metric -> this rank's written values
   bool finished = false;
   bool leak_comm = false;  // set while unwinding (see ~ResultWriter)
 
@@ -441,6 +442,8 @@ void ResultWriter::flush() {
             it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
       }
       s.write_slab(ds, H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt, "write /steps/" + m, s.xfer);
+      auto& hist = s.history[m];
+      hist.insert(hist.end(), row.begin(), row.end());
     }
     // /steps/step from rank 0's records.
     std::vector<int64_t> step_numbers;
@@ -482,6 +485,7 @@ void ResultWriter::finish() {
   State& s = *state_;
   if (s.finished) return;
   flush();
+  write_summary();
   std::string end_time = utc_now_iso8601();
   bcast_string(end_time, s.comm);
   h5::write_attr(s.file, schema::kAttrEndTime, end_time);
@@ -494,6 +498,53 @@ void ResultWriter::finish() {
   s.xfer.reset();
   s.xfer_indep.reset();
   s.file.reset();  // H5Fclose: collective, writes everything
+}
+
+namespace {
+double median_ignoring_nan(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+  return 0.5 * (lower + upper);
+}
+}  // namespace
+
+void ResultWriter::write_summary() {
+  State& s = *state_;
+  const int64_t skip = std::max<int64_t>(
+      0, std::min<int64_t>(s.options.summary_skip_steps, s.steps_written - 1));
+  const size_t nm = s.metrics.size();
+  // local medians [metrics] -> all ranks' [world, metrics]
+  std::vector<double> local(nm);
+  for (size_t i = 0; i < nm; ++i) {
+    const auto& hist = s.history[s.metrics[i]];
+    std::vector<double> used;
+    if (static_cast<int64_t>(hist.size()) > skip) used.assign(hist.begin() + skip, hist.end());
+    local[i] = median_ignoring_nan(std::move(used));
+  }
+  std::vector<double> all(nm * static_cast<size_t>(s.world));
+  MPI_Allgather(local.data(), static_cast<int>(nm), MPI_DOUBLE, all.data(), static_cast<int>(nm),
+                MPI_DOUBLE, s.comm);
+  const hid_t root = s.file.get();
+  h5::Handle g = h5::group(H5Gcreate2(root, schema::kSummaryGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                      H5P_DEFAULT), "create /summary");
+  h5::write_attr(g, schema::kSummarySkipSteps, skip);
+  h5::write_attr(g, schema::kSummaryStepsUsed, s.steps_written - skip);
+  for (size_t i = 0; i < nm; ++i) {
+    std::vector<double> per_rank(static_cast<size_t>(s.world));
+    double max_over_ranks = std::numeric_limits<double>::quiet_NaN();
+    for (int r = 0; r < s.world; ++r) {
+      const double v = all[static_cast<size_t>(r) * nm + i];
+      per_rank[static_cast<size_t>(r)] = v;
+      if (!std::isnan(v) && (std::isnan(max_over_ranks) || v > max_over_ranks)) max_over_ranks = v;
+    }
+    h5::write_attr(g, s.metrics[i] + schema::kMedianPerRankSuffix, per_rank);
+    h5::write_attr(g, s.metrics[i] + schema::kMedianMaxSuffix, max_over_ranks);
+  }
 }
 
 int64_t ResultWriter::steps_written() const { return state_->steps_written; }

@@ -53,7 +53,8 @@ class ResultWriter {
   // COLLECTIVE. Writes every buffered step and event and H5Fflush-es the file.
   void flush();
 
-  // COLLECTIVE. Final flush, end_time, complete = 1, close. Idempotent.
+  // COLLECTIVE. Final flush, /summary (medians after warm-up), end_time, complete = 1, close.
+  // Idempotent.
   void finish();
 
   int64_t steps_written() const;
@@ -61,6 +62,7 @@ class ResultWriter {
   const std::string& path() const;
 
  private:
+  void write_summary();  // COLLECTIVE, from finish()
   struct State;
   std::unique_ptr<State> state_;
 };

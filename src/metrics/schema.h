@@ -95,6 +95,15 @@ inline constexpr const char* kSchedule = "schedule";                    // strin
 inline constexpr const char* kSplit = "split";                          // string
 inline constexpr const char* kMicroBatches = "micro_batches";           // int64
 
+// ---- /summary: attributes written by finish() (absent in killed files) -------------------------
+// For every step metric <m>: "<m>_median_per_rank" float64 [world] (median over the steps after
+// the first kSummarySkipSteps, NaN ignored) and "<m>_median_max_over_ranks" float64 scalar.
+inline constexpr const char* kSummaryGroup = "/summary";
+inline constexpr const char* kSummarySkipSteps = "skip_steps";    // int64: warm-up steps left out
+inline constexpr const char* kSummaryStepsUsed = "steps_used";    // int64
+inline constexpr const char* kMedianPerRankSuffix = "_median_per_rank";
+inline constexpr const char* kMedianMaxSuffix = "_median_max_over_ranks";
+
 // ---- /trace/rank<N>: 1-D compound dataset, one row per event ------------------------------------
 inline constexpr const char* kTraceGroup = "/trace";
 inline constexpr int kTraceNameBytes = 48;      // fixed-length, NUL-padded (truncated if longer)

@@ -37,6 +37,12 @@ assert m["flops_per_token"] == 4.5e7
 p = f["pipeline"].attrs
 assert list(p["stage_first_layer"]) == [0, 4] and p["bubble_fraction"] == 0.3
 
+su = f["summary"].attrs
+assert su["skip_steps"] == 1 and su["steps_used"] == steps - 1
+median_step = (1 + steps - 1) / 2
+assert np.allclose(su["loss_median_per_rank"], [r * 1000.0 + median_step for r in range(world)])
+assert su["loss_median_max_over_ranks"] == (world - 1) * 1000.0 + median_step
+
 for r in range(world):
     t = f["trace"][f"rank{r}"][:]
     assert len(t) == 7 * steps + 1, len(t)

@@ -264,6 +264,26 @@ int check_file(const std::string& path, int world, int64_t steps, int complete) 
     EXPECT(pipe->schedule == "1f1b" && pipe->split == "balanced" && pipe->micro_batches == 4);
   }
 
+  // /summary: only after finish(). Steps 1..S-1 are used; rank r's median of metric i is
+  // r*1000 + median(1..S-1) + i/100, the max over ranks is the last rank's.
+  const auto sum = r.summary();
+  EXPECT(sum.has_value() == (complete == 1));
+  if (sum && steps >= 2) {
+    EXPECT(sum->skip_steps == 1 && sum->steps_used == steps - 1);
+    const double median_step = 0.5 * (1 + (steps - 1));
+    for (size_t i = 0; i < schema::kStepMetrics.size(); ++i) {
+      const std::string name = schema::kStepMetrics[i];
+      if (name == schema::kStepEnd) continue;
+      const auto& per_rank = sum->median_per_rank.at(name);
+      EXPECT(per_rank.size() == static_cast<size_t>(world));
+      for (int rank = 0; rank < world && rank < static_cast<int>(per_rank.size()); ++rank)
+        EXPECT(std::fabs(per_rank[rank] - known_value(rank, 0, i) - median_step) < 1e-9);
+      EXPECT(std::fabs(sum->median_max_over_ranks.at(name) - known_value(world - 1, 0, i) -
+                       median_step) < 1e-9);
+    }
+    EXPECT(sum->median_per_rank.count(kExtraMetric) == 1);
+  }
+
   // /trace/rank<N>: per step 5 compute + 1 data + 1 comm, plus one extra comm op at step 0.
   for (int rank = 0; rank < world; ++rank) {
     const auto events = r.trace(rank);
