@@ -27,7 +27,7 @@ CausalSelfAttention make_attention(const ModelConfig& c, int64_t window) {
 
 }  // namespace
 
-TEST_CASE("mask: query i sees keys j with i - window < j <= i", "[model][attention]") {
+TEST_CASE("model: mask: query i sees keys j with i - window < j <= i", "[model][attention]") {
   auto mask = causal_window_mask(6, 3, torch::kCPU);
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t j = 0; j < 6; ++j) CHECK(mask[i][j].item<bool>() == (i - 3 < j && j <= i));
@@ -35,7 +35,7 @@ TEST_CASE("mask: query i sees keys j with i - window < j <= i", "[model][attenti
   CHECK(torch::equal(full, torch::ones({6, 6}, torch::kBool).tril()));
 }
 
-TEST_CASE("sliding window >= T equals full causal attention", "[model][attention]") {
+TEST_CASE("model: sliding window >= T equals full causal attention", "[model][attention]") {
   auto c = preset("tiny");
   auto attn = make_attention(c, /*window=*/20);
   torch::manual_seed(3);
@@ -50,7 +50,7 @@ TEST_CASE("sliding window >= T equals full causal attention", "[model][attention
   CHECK_FALSE(torch::allclose(attn->forward(x), full, 0, 1e-6));
 }
 
-TEST_CASE("small window: changing a token outside the window leaves the output unchanged",
+TEST_CASE("model: small window: changing a token outside the window leaves the output unchanged",
           "[model][attention]") {
   auto c = preset("tiny");
   const int64_t window = 4, T = 16, i = 12;
@@ -74,7 +74,7 @@ TEST_CASE("small window: changing a token outside the window leaves the output u
   }
 }
 
-TEST_CASE("small window holds for a whole S block too", "[model][attention]") {
+TEST_CASE("model: small window holds for a whole S block too", "[model][attention]") {
   auto c = preset("tiny").with_pattern("S");
   c.window = 3;
   HybridLM model(c, 9);
@@ -90,7 +90,7 @@ TEST_CASE("small window holds for a whole S block too", "[model][attention]") {
   CHECK_FALSE(torch::allclose(y2[0][6], y[0][6], 0, 1e-6));
 }
 
-TEST_CASE("GQA: kv heads shared by groups of query heads give a causal layer", "[model][attention]") {
+TEST_CASE("model: GQA: kv heads shared by groups of query heads give a causal layer", "[model][attention]") {
   auto c = preset("tiny");  // 4 query heads, 2 KV heads
   auto attn = make_attention(c, 0);
   torch::manual_seed(6);

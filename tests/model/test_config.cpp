@@ -10,7 +10,7 @@
 
 using namespace hlp::model;
 
-TEST_CASE("bad configs are user errors with a clear message", "[model][config]") {
+TEST_CASE("model: bad configs are user errors with a clear message", "[model][config]") {
   CHECK_THROWS_AS(preset("tiny").with_pattern("GAX"), hlp::UserError);
   CHECK_THROWS_WITH(preset("tiny").with_pattern("GAX"), Catch::Contains("'X'"));
   CHECK_THROWS_AS(preset("tiny").with_pattern(""), hlp::UserError);
@@ -25,7 +25,7 @@ TEST_CASE("bad configs are user errors with a clear message", "[model][config]")
   CHECK_THROWS_AS(make_lora_config(8, 8, 0, "re:(unclosed"), hlp::UserError);
 }
 
-TEST_CASE("presets have the REFERENCE shapes", "[model][config]") {
+TEST_CASE("model: presets have the REFERENCE shapes", "[model][config]") {
   auto jet2 = preset("jet-nemotron-2b");
   CHECK(jet2.pattern == "GGGGGGGGGGGGGGAGGGGASSGGGGGG");
   CHECK(jet2.layer_kind(14) == LayerKind::full_attention);
@@ -49,7 +49,7 @@ TEST_CASE("presets have the REFERENCE shapes", "[model][config]") {
   CHECK(preset("tiny").gdn_variant == GdnVariant::gated_deltanet);
 }
 
-TEST_CASE("preset parameter counts (config only, nothing allocated)", "[model][accounting]") {
+TEST_CASE("model: preset parameter counts (config only, nothing allocated)", "[model][accounting]") {
   const auto jet2 = count_parameters(preset("jet-nemotron-2b"));
   const auto jet4 = count_parameters(preset("jet-nemotron-4b"));
   const auto gpt2 = count_parameters(preset("gpt2-large"));
@@ -79,7 +79,7 @@ TEST_CASE("preset parameter counts (config only, nothing allocated)", "[model][a
   CHECK(jet2.per_layer_total[15] == attn + mlp + norms);  // layer index 15 = block 14 (A)
 }
 
-TEST_CASE("LoRA trainable counts match the closed form", "[model][accounting][lora]") {
+TEST_CASE("model: LoRA trainable counts match the closed form", "[model][accounting][lora]") {
   const auto c = preset("jet-nemotron-2b");
   // default targets q,k,v,o; per G layer r*(2*(1536+1152) + (1536+3072) + (3072+1536)),
   // per A/S layer r*((1536+1536) + 2*(1536+256) + (1536+1536)).
@@ -108,7 +108,7 @@ TEST_CASE("LoRA trainable counts match the closed form", "[model][accounting][lo
   CHECK(fraction < 0.02);
 }
 
-TEST_CASE("FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[model][accounting]") {
+TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[model][accounting]") {
   const auto c = preset("jet-nemotron-2b");
   const int64_t T = 4096;
   const auto full = training_flops_per_token(c, LoraConfig::none(), T);
@@ -149,7 +149,7 @@ TEST_CASE("FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[model][ac
   CHECK(forward[15] == Approx(2.0 * count_parameters(c).per_layer_total[15] + 4.0 * 12 * 128 * T));
 }
 
-TEST_CASE("PEFT-style suffix matching of module names", "[model][lora]") {
+TEST_CASE("model: PEFT-style suffix matching of module names", "[model][lora]") {
   CHECK(name_has_suffix("blocks.3.mixer.q_proj", "q_proj"));
   CHECK(name_has_suffix("blocks.3.mixer.q_proj", "mixer.q_proj"));
   CHECK_FALSE(name_has_suffix("blocks.3.mixer.xq_proj", "q_proj"));

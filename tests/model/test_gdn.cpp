@@ -62,23 +62,23 @@ void check_chunked_equals_recurrent(torch::ScalarType dtype, double tolerance, i
 
 }  // namespace
 
-TEST_CASE("gdn chunked equals recurrent in float64 (T=100, chunk 64, initial state)", "[model][gdn]") {
+TEST_CASE("model: gdn chunked equals recurrent in float64 (T=100, chunk 64, initial state)", "[model][gdn]") {
   check_chunked_equals_recurrent(torch::kFloat64, 1e-10, 100, 64, true);
 }
 
-TEST_CASE("gdn chunked equals recurrent in float64 (T=37, chunk 8, zero state)", "[model][gdn]") {
+TEST_CASE("model: gdn chunked equals recurrent in float64 (T=37, chunk 8, zero state)", "[model][gdn]") {
   check_chunked_equals_recurrent(torch::kFloat64, 1e-10, 37, 8, false);
 }
 
-TEST_CASE("gdn chunked equals recurrent in float32 to 1e-4 relative (T=100, chunk 64)", "[model][gdn]") {
+TEST_CASE("model: gdn chunked equals recurrent in float32 to 1e-4 relative (T=100, chunk 64)", "[model][gdn]") {
   check_chunked_equals_recurrent(torch::kFloat32, 1e-4, 100, 64, true);
 }
 
-TEST_CASE("gdn chunked with T shorter than one chunk equals recurrent", "[model][gdn]") {
+TEST_CASE("model: gdn chunked with T shorter than one chunk equals recurrent", "[model][gdn]") {
   check_chunked_equals_recurrent(torch::kFloat64, 1e-10, 5, 64, true);
 }
 
-TEST_CASE("gdn state carries over: two halves with state hand-over equal one pass", "[model][gdn]") {
+TEST_CASE("model: gdn state carries over: two halves with state hand-over equal one pass", "[model][gdn]") {
   auto in = make_inputs(1, 48, 2, 4, 6, torch::kFloat64, true);
   auto whole = gated_delta_rule_chunked(in.q, in.k, in.v, in.beta, in.g, in.state, 16);
   auto half = [&](const torch::Tensor& x, int64_t start) { return x.narrow(1, start, 24); };
@@ -90,7 +90,7 @@ TEST_CASE("gdn state carries over: two halves with state hand-over equal one pas
   CHECK(relative_error(second.final_state, whole.final_state) < 1e-12);
 }
 
-TEST_CASE("gdn core gradients match finite differences (float64)", "[model][gdn][gradcheck]") {
+TEST_CASE("model: gdn core gradients match finite differences (float64)", "[model][gdn][gradcheck]") {
   auto in = make_inputs(1, 7, 2, 3, 4, torch::kFloat64, true);
   auto fn = [&] {
     auto r = gated_delta_rule_chunked(in.q, in.k, in.v, in.beta, in.g, in.state, 3);

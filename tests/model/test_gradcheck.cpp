@@ -42,27 +42,27 @@ void check_block(const std::string& pattern, GdnMode mode,
 
 }  // namespace
 
-TEST_CASE("gradcheck: gated delta block (chunked core)", "[model][gradcheck]") {
+TEST_CASE("model: gradcheck: gated delta block (chunked core)", "[model][gradcheck]") {
   check_block("G", GdnMode::chunked);
 }
 
-TEST_CASE("gradcheck: gated delta block (recurrent core)", "[model][gradcheck]") {
+TEST_CASE("model: gradcheck: gated delta block (recurrent core)", "[model][gradcheck]") {
   check_block("G", GdnMode::recurrent);
 }
 
-TEST_CASE("gradcheck: JetBlock gated delta block (dynamic conv)", "[model][gradcheck]") {
+TEST_CASE("model: gradcheck: JetBlock gated delta block (dynamic conv)", "[model][gradcheck]") {
   check_block("G", GdnMode::chunked, GdnVariant::jetblock);
 }
 
-TEST_CASE("gradcheck: full attention block", "[model][gradcheck]") {
+TEST_CASE("model: gradcheck: full attention block", "[model][gradcheck]") {
   check_block("A", GdnMode::chunked);
 }
 
-TEST_CASE("gradcheck: sliding-window attention block", "[model][gradcheck]") {
+TEST_CASE("model: gradcheck: sliding-window attention block", "[model][gradcheck]") {
   check_block("S", GdnMode::chunked);
 }
 
-TEST_CASE("gradcheck: whole model with LoRA adapters (loss w.r.t. trainable parameters)",
+TEST_CASE("model: gradcheck: whole model with LoRA adapters (loss w.r.t. trainable parameters)",
           "[model][gradcheck][lora]") {
   auto c = micro_config("GAS");
   c.gdn_variant = GdnVariant::jetblock;
@@ -124,11 +124,11 @@ void check_same_gradients(const LoraConfig& lora) {
 
 }  // namespace
 
-TEST_CASE("activation checkpointing gives identical gradients (full finetune)", "[model][checkpoint]") {
+TEST_CASE("model: activation checkpointing gives identical gradients (full finetune)", "[model][checkpoint]") {
   check_same_gradients(LoraConfig::none());
 }
 
-TEST_CASE("activation checkpointing gives identical gradients (LoRA with dropout, frozen embedding)",
+TEST_CASE("model: activation checkpointing gives identical gradients (LoRA with dropout, frozen embedding)",
           "[model][checkpoint][lora]") {
   check_same_gradients(make_lora_config(4, 8, 0.2, "q_proj,k_proj,v_proj,o_proj,up_proj"));
 }

@@ -27,7 +27,7 @@ void randomize_lora_B(HybridLM& model) {
 
 }  // namespace
 
-TEST_CASE("a fresh LoRA model's logits equal the base model's", "[model][lora]") {
+TEST_CASE("model: a fresh LoRA model's logits equal the base model's", "[model][lora]") {
   auto c = preset("tiny");
   HybridLM base(c, 11), adapted(c, 11);
   auto report = apply_lora(adapted, make_lora_config(4, 8, 0.0, "all-linear"));
@@ -36,7 +36,7 @@ TEST_CASE("a fresh LoRA model's logits equal the base model's", "[model][lora]")
   CHECK(torch::equal(adapted->forward(tokens), base->forward(tokens)));
 }
 
-TEST_CASE("merged LoRA equals unmerged LoRA", "[model][lora]") {
+TEST_CASE("model: merged LoRA equals unmerged LoRA", "[model][lora]") {
   auto c = preset("tiny");
   HybridLM model(c, 12);
   model->to(torch::kFloat64);
@@ -54,7 +54,7 @@ TEST_CASE("merged LoRA equals unmerged LoRA", "[model][lora]") {
   CHECK(torch::allclose(model->forward(tokens), unmerged, 1e-10, 1e-10));
 }
 
-TEST_CASE("only adapter parameters (and saved modules) get gradients", "[model][lora]") {
+TEST_CASE("model: only adapter parameters (and saved modules) get gradients", "[model][lora]") {
   auto c = preset("tiny");
   HybridLM model(c, 13);
   auto lora = make_lora_config(4, 8, 0.0, "q_proj,v_proj", "final_norm");
@@ -81,7 +81,7 @@ TEST_CASE("only adapter parameters (and saved modules) get gradients", "[model][
   CHECK(adapters == 2 * 2 * c.num_layers());  // q_proj and v_proj in every layer, A and B
 }
 
-TEST_CASE("rank 0 is a full finetune: every parameter trains", "[model][lora]") {
+TEST_CASE("model: rank 0 is a full finetune: every parameter trains", "[model][lora]") {
   auto c = preset("tiny");
   HybridLM model(c, 14);
   auto report = apply_lora(model, LoraConfig::none());
@@ -90,7 +90,7 @@ TEST_CASE("rank 0 is a full finetune: every parameter trains", "[model][lora]") 
   CHECK(report.total_params == count_parameters(c).total);
 }
 
-TEST_CASE("trainable counts of the model equal the accounting", "[model][lora][accounting]") {
+TEST_CASE("model: trainable counts of the model equal the accounting", "[model][lora][accounting]") {
   auto c = preset("tiny");
   for (const auto& targets : {std::string("q_proj,k_proj,v_proj,o_proj"), std::string("all-linear"),
                               std::string("re:blocks\\.[02]\\..*"), std::string("mlp.up_proj")}) {
@@ -107,12 +107,12 @@ TEST_CASE("trainable counts of the model equal the accounting", "[model][lora][a
   }
 }
 
-TEST_CASE("LoRA targets that select nothing are a user error", "[model][lora]") {
+TEST_CASE("model: LoRA targets that select nothing are a user error", "[model][lora]") {
   HybridLM model(preset("tiny"), 16);
   CHECK_THROWS_AS(apply_lora(model, make_lora_config(4, 8, 0, "qkv")), hlp::UserError);
 }
 
-TEST_CASE("LoRA adapters are a deterministic function of (seed, name)", "[model][lora]") {
+TEST_CASE("model: LoRA adapters are a deterministic function of (seed, name)", "[model][lora]") {
   auto c = preset("tiny");
   HybridLM whole(c, 17);
   HybridLM part(c, 17, 2, 4, false, true);

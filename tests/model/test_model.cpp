@@ -16,7 +16,7 @@
 
 using namespace hlp::model;
 
-TEST_CASE("parameter names and shapes equal the accounting table", "[model]") {
+TEST_CASE("model: parameter names and shapes equal the accounting table", "[model]") {
   for (const std::string pattern : {"GAGS", "SGA"}) {
     auto c = preset("tiny").with_pattern(pattern);
     if (pattern == "SGA") c.gdn_variant = GdnVariant::jetblock;
@@ -40,7 +40,7 @@ TEST_CASE("parameter names and shapes equal the accounting table", "[model]") {
   CHECK(params.contains("final_norm.weight"));
 }
 
-TEST_CASE("init is a function of (seed, name): same seed equal, other seed different", "[model]") {
+TEST_CASE("model: init is a function of (seed, name): same seed equal, other seed different", "[model]") {
   auto c = preset("tiny");
   HybridLM a(c, 5), b(c, 5), other(c, 6);
   auto pb = b->named_parameters(), po = other->named_parameters();
@@ -56,7 +56,7 @@ TEST_CASE("init is a function of (seed, name): same seed equal, other seed diffe
   CHECK(dt.max().item<double>() <= 0.1 + 1e-7);
 }
 
-TEST_CASE("pipeline-style parts compose to the whole model", "[model]") {
+TEST_CASE("model: pipeline-style parts compose to the whole model", "[model]") {
   auto c = preset("tiny").with_pattern("GAGSG");
   HybridLM whole(c, 21);
   HybridLM first(c, 21, 0, 2, /*has_embedding=*/true, /*has_head=*/false);
@@ -82,7 +82,7 @@ TEST_CASE("pipeline-style parts compose to the whole model", "[model]") {
   CHECK(middle_numel == counts.per_layer_total[3]);
 }
 
-TEST_CASE("whole model runs in float64 and both GDN modes agree", "[model][gdn]") {
+TEST_CASE("model: whole model runs in float64 and both GDN modes agree", "[model][gdn]") {
   auto c = preset("small").with_pattern("GGA").with_vocab(50);  // JetBlock G layers
   c.gdn_chunk = 8;
   HybridLM model(c, 3);
@@ -96,7 +96,7 @@ TEST_CASE("whole model runs in float64 and both GDN modes agree", "[model][gdn]"
   CHECK(hlp::model::testing::relative_error(model->forward(tokens), chunked) < 1e-10);
 }
 
-TEST_CASE("tiny model: loss falls on the sample corpus (byte tokens)", "[model][train]") {
+TEST_CASE("model: tiny model: loss falls on the sample corpus (byte tokens)", "[model][train]") {
   at::set_num_threads(1);
   const char* source_dir = std::getenv("HLP_SOURCE_DIR");
   REQUIRE(source_dir != nullptr);
