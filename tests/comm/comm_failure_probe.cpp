@@ -5,7 +5,9 @@
 //         exit   rank 1 calls std::_Exit(3)
 //         kill   rank 1 raises SIGKILL
 //         throw  rank 1 throws; main catches and calls abort_all (MPI_Abort)
-//         hang   rank 1 sleeps far past the timeout; the others' Work::wait must fire
+//         hang   rank 1 sleeps far past the timeout; the others' sync all_reduce (run inline,
+//                watched by the comm thread) must time out
+//         hang_async  the same, but the others use all_reduce_async + Work::wait
 #include <ATen/ATen.h>
 
 #include <csignal>
@@ -19,7 +21,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s ok|exit|kill|throw|hang <comm-timeout-s>\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ok|exit|kill|throw|hang|hang_async <comm-timeout-s>\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -33,9 +35,13 @@ int main(int argc, char** argv) {
       if (mode == "exit") std::_Exit(3);
       if (mode == "kill") std::raise(SIGKILL);
       if (mode == "throw") throw std::runtime_error("simulated fatal error on rank 1");
-      if (mode == "hang") std::this_thread::sleep_for(std::chrono::seconds(600));
+      if (mode == "hang" || mode == "hang_async")
+        std::this_thread::sleep_for(std::chrono::seconds(600));
     }
-    world->all_reduce(x);  // the others wait here for rank 1
+    if (mode == "hang_async")
+      world->all_reduce_async(x, hlp::comm::ReduceOp::Sum)->wait();
+    else
+      world->all_reduce(x);  // the others wait here for rank 1
     if (x[0].item<float>() != float(world->size() * world->size()))
       throw std::runtime_error("wrong all_reduce result");
   } catch (const std::exception& e) {

@@ -107,6 +107,7 @@ TEST_CASE("many async ops of mixed kinds and sizes complete in issue order with 
   // The observer saw them in issue order, back to back.
   std::vector<OpRecord> records = scope.observer->records();
   REQUIRE(records.size() == static_cast<size_t>(kOps));
+  // (checked below, after a sync op has been queued behind a fresh batch)
   for (int k = 0; k < kOps; ++k) {
     INFO("record " << k);
     CHECK(records[k].kind == issued[k].kind);
@@ -116,6 +117,26 @@ TEST_CASE("many async ops of mixed kinds and sizes complete in issue order with 
     CHECK(records[k].start_s <= records[k].end_s);
     if (k > 0) CHECK(records[k - 1].end_s <= records[k].start_s);
   }
+
+  // A sync op issued while async ops are queued runs after them: when it returns, they are done.
+  std::vector<hlp::comm::WorkPtr> batch;
+  std::vector<at::Tensor> tensors;
+  for (int k = 0; k < 8; ++k) {
+    tensors.push_back(at::full({(int64_t(1) << 16) + k}, 1.0, at::kFloat));
+    batch.push_back(comm.all_reduce_async(tensors.back(), ReduceOp::Sum));
+  }
+  at::Tensor sync = at::ones({3}, at::kFloat);
+  comm.all_reduce(sync);
+  for (int k = 0; k < 8; ++k) {
+    INFO("queued op " << k);
+    CHECK(batch[k]->is_completed());
+    CHECK(tensors[k][0].item<float>() == float(n));
+  }
+  CHECK(at::equal(sync, at::full({3}, float(n), at::kFloat)));
+  records = scope.observer->records();
+  REQUIRE(records.size() == static_cast<size_t>(kOps + 9));
+  CHECK_FALSE(records.back().async);
+  CHECK(records.back().bytes == 12);
 }
 
 TEST_CASE("the observer gets kind, bytes, peer and sync/async of every op", "[mpi][observer]") {
