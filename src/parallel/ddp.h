@@ -1,0 +1,41 @@
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "parallel/replicated.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace hlp::parallel {
+
+class DdpStrategy : public ReplicatedStrategy {
+ public:
+  explicit DdpStrategy(const StrategyOptions& options);
+
+  int64_t bucket_count() const { return int64_t(buckets_.size()); }
+
+ protected:
+  void allocate_grads() override;
+  void before_backward(bool last_micro_batch) override;
+  void after_backward(bool last_micro_batch, PhaseTimes& times) override;
+
+ private:
+  struct Bucket {
+    at::Tensor flat;             // fp32 gradients of `params`, concatenated
+    std::vector<size_t> params;  // indices into trainable_
+    int64_t pending = 0;         // gradients still to arrive this backward
+    comm::WorkPtr work;
+  };
+  void on_grad_ready(size_t param_index);
+  void launch_ready_buckets(bool force);
+
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  bool sync_ = false;
+  size_t next_launch_ = 0;
+};
+
+}  // namespace hlp::parallel

@@ -1,0 +1,167 @@
+#include "parallel/fsdp.h"
+
+#include "common/clock.h"
+#include "metrics/recorder.h"
+#include "parallel/strategy_util.h"
+
+namespace hlp::parallel {
+namespace {
+
+// Wraps one block: forward gathers, computes with its own inner graph, frees; backward
+// re-gathers, runs the inner graph's backward (parameter gradients land in the unit's
+// buffers), starts the reduce-scatter, frees.
+struct ShardedBlockFunction : public torch::autograd::Function<ShardedBlockFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               torch::Tensor anchor, ShardedStrategy* strategy, int64_t block) {
+    torch::AutoGradMode enable_grad(true);
+    torch::Tensor x_in = x.detach().requires_grad_(x.requires_grad());
+    torch::Tensor y = strategy->block_forward(block, x_in);
+    ctx->saved_data["x_in"] = x_in;
+    ctx->saved_data["y"] = y;
+    ctx->saved_data["block"] = block;
+    ctx->saved_data["strategy"] = int64_t(reinterpret_cast<intptr_t>(strategy));
+    return y.detach();
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto* strategy =
+        reinterpret_cast<ShardedStrategy*>(intptr_t(ctx->saved_data["strategy"].toInt()));
+    const int64_t block = ctx->saved_data["block"].toInt();
+    torch::Tensor x_in = ctx->saved_data["x_in"].toTensor();
+    torch::Tensor y = ctx->saved_data["y"].toTensor();
+    strategy->block_backward_begin(block);
+    if (y.requires_grad()) torch::autograd::backward({y}, {grad_out[0]});
+    strategy->block_backward_end(block);
+    torch::Tensor grad_x = x_in.requires_grad() ? x_in.grad() : torch::Tensor();
+    return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parameter)
+    : options_(options), prefetch_forward_(per_parameter) {
+  model_ = build_model(options_);
+  auto all = named_params(*model_);
+  params_total_ = numel_of(all, false);
+  params_trainable_ = numel_of(all, true);
+  // Units: root = everything outside blocks.<i>.; then one unit per block.
+  std::vector<NamedParams> groups(size_t(model_->num_blocks()) + 1);
+  for (auto& [name, p] : all) {
+    size_t unit = 0;
+    if (name.rfind("blocks.", 0) == 0) unit = std::stoul(name.substr(7)) + 1;
+    groups.at(unit).emplace_back(name, p);
+  }
+  for (auto& g : groups)
+    units_.push_back(per_parameter ? make_per_param_unit(std::move(g), options_.dp_comm)
+                                   : make_flat_unit(std::move(g), options_.dp_comm));
+  for (auto& u : units_)
+    for (auto& s : u->optim_slots()) slots_.push_back(s);
+  anchor_ = torch::zeros({}, torch::requires_grad());
+}
+
+torch::Tensor ShardedStrategy::block_forward(int64_t block, const torch::Tensor& x_in) {
+  unit_of_block(block).wait_gather(*times_);
+  if (prefetch_forward_ && block + 1 < model_->num_blocks()) unit_of_block(block + 1).issue_gather();
+  torch::Tensor y = model_->block(block)->forward(x_in);  // [B, T, D]
+  unit_of_block(block).release();
+  return y;
+}
+
+void ShardedStrategy::block_backward_begin(int64_t block) {
+  unit_of_block(block).wait_gather(*times_);
+  if (block > 0) unit_of_block(block - 1).issue_gather();  // backward prefetch
+  unit_of_block(block).prepare_grads();
+}
+
+void ShardedStrategy::block_backward_end(int64_t block) {
+  ShardedUnit& unit = unit_of_block(block);
+  unit.reduce_grads();
+  unit.release();
+  // the previous block's reduce-scatter ran on the comm thread during this block's backward
+  if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads(*times_);
+  pending_block_ = block;
+}
+
+torch::Tensor ShardedStrategy::forward_micro_batch(const MicroBatch& mb) {
+  AutocastScope autocast(options_.bf16);
+  torch::Tensor x = model_->embed(mb.inputs);  // [B, T, D]
+  const bool grad = torch::GradMode::is_enabled();
+  for (int64_t i = 0; i < model_->num_blocks(); ++i) {
+    if (grad) {
+      x = ShardedBlockFunction::apply(x, anchor_, this, i);
+    } else {
+      x = block_forward(i, x);
+    }
+  }
+  return model::cross_entropy_loss(model_->head(x), mb.targets);  // logits [B, T, V]
+}
+
+double ShardedStrategy::forward_backward(const std::vector<MicroBatch>& micro_batches,
+                                         int64_t step, PhaseTimes& times) {
+  times_ = &times;
+  metrics::Recorder* rec = options_.recorder;
+  const double scale = 1.0 / double(micro_batches.size());
+  double loss_sum = 0.0;
+  root().wait_gather(times);  // embedding / norm / head stay gathered for the whole step
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    torch::Tensor loss;
+    {
+      const double t0 = now_s();
+      auto span = rec ? rec->span("forward", metrics::Lane::Compute, step, int32_t(m))
+                      : metrics::Recorder::Span();
+      loss = forward_micro_batch(micro_batches[m]);
+      times.forward_s += now_s() - t0;
+    }
+    loss_sum += loss.item<double>();
+    {
+      const double t0 = now_s();
+      auto span = rec ? rec->span("backward", metrics::Lane::Compute, step, int32_t(m))
+                      : metrics::Recorder::Span();
+      root().prepare_grads();
+      (loss * scale).backward();
+      if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads(times);
+      pending_block_ = -1;
+      root().reduce_grads();
+      root().finish_grads(times);
+      times.backward_s += now_s() - t0;
+    }
+  }
+  root().release();
+  times_ = nullptr;
+  return dp_mean(options_.dp_comm.get(), loss_sum * scale);
+}
+
+double ShardedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) {
+  torch::NoGradGuard no_grad;
+  PhaseTimes scratch;
+  times_ = &scratch;
+  root().wait_gather(scratch);
+  double sum = 0.0;
+  for (const auto& mb : micro_batches) sum += forward_micro_batch(mb).item<double>();
+  root().release();
+  times_ = nullptr;
+  return dp_mean(options_.dp_comm.get(), sum / double(micro_batches.size()));
+}
+
+double ShardedStrategy::grad_norm() {
+  at::Tensor sq = at::full({1}, local_grad_sq(slots_), at::kDouble);
+  options_.dp_comm->all_reduce(sq, comm::ReduceOp::Sum);
+  return std::sqrt(sq.item<double>());
+}
+
+void ShardedStrategy::zero_grad() {
+  for (auto& u : units_) u->zero_grad();
+}
+
+HeldBytes ShardedStrategy::held_bytes() const {
+  HeldBytes h;
+  for (const auto& u : units_) {
+    h.param_bytes += u->param_bytes();
+    h.grad_bytes += u->grad_bytes();
+  }
+  return h;
+}
+
+}  // namespace hlp::parallel

@@ -1,0 +1,66 @@
+#pragma once
+// A sharding unit of fsdp / fsdp2: the parameters of one block (or of the root: embedding,
+// final norm, head) that are all-gathered together before the unit computes and freed after.
+//
+// The full (unsharded) parameters keep their tensor objects for the whole run; only the bytes
+// of their storages come and go (the trick FSDP plays with storage resize): autograd's saved
+// tensors point at the same storage, which is refilled by the all-gather before backward.
+// Gathers write through a separate alias of the storage, so autograd's version counters of the
+// parameters do not change.
+//
+//   FlatUnit      (fsdp, FSDP1/ZeRO-3): all parameters of the unit flattened into one buffer of
+//                 N elements, sharded by comm's padding rule (ceil(N/n) a rank). As with FSDP1's
+//                 FlatParameter, the whole buffer requires grad: frozen weights get gradients
+//                 too, and the gradient shard is as large as the parameter shard.
+//   PerParamUnit  (fsdp2, DTensor-style): every parameter sharded on dim 0 (padded to
+//                 ceil(d0/n) rows a rank); frozen and trainable alike; gradients and optimizer
+//                 slots exist only for trainable shards; only those are reduce-scattered.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/strategy.h"
+
+namespace hlp::parallel {
+
+using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+
+class ShardedUnit {
+ public:
+  virtual ~ShardedUnit() = default;
+  // Issues the all-gather of the full parameters (no-op if issued or already gathered).
+  virtual void issue_gather() = 0;
+  // Waits for it; the full parameters are valid afterwards.
+  virtual void wait_gather(PhaseTimes& times) = 0;
+  // Frees the full parameters' bytes.
+  virtual void release() = 0;
+  // Before this unit's backward: full-size gradient buffers where the unit keeps them.
+  virtual void prepare_grads() = 0;
+  // After this unit's backward: issue the reduce-scatter of its gradients (average over dp)
+  // and drop the full gradients once it finished (finish_grads).
+  virtual void reduce_grads() = 0;
+  virtual void finish_grads(PhaseTimes& times) = 0;
+
+  virtual std::vector<OptimSlot> optim_slots() = 0;
+  virtual void zero_grad() = 0;
+  virtual int64_t param_bytes() const = 0;  // persistent: the shard(s)
+  virtual int64_t grad_bytes() const = 0;   // persistent: the gradient shard(s)
+};
+
+std::unique_ptr<ShardedUnit> make_flat_unit(NamedParams params,
+                                            std::shared_ptr<comm::Communicator> comm);
+std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
+                                                 std::shared_ptr<comm::Communicator> comm);
+
+// Storage helpers (also used by tests): bytes of the storage behind a tensor come and go.
+void free_storage(const torch::Tensor& t);
+void alloc_storage(const torch::Tensor& t, int64_t nbytes);
+// A tensor over the same storage as `t` (same offset/sizes/strides) with its own version
+// counter: writes through it do not count as in-place modifications of `t`.
+torch::Tensor storage_alias(const torch::Tensor& t);
+
+}  // namespace hlp::parallel

@@ -1,0 +1,81 @@
+// `single` (and the replica logic `ddp` builds on): the reference every strategy must match.
+#include "common/clock.h"
+#include "metrics/recorder.h"
+#include "parallel/replicated.h"
+#include "parallel/strategy_util.h"
+
+namespace hlp::parallel {
+
+ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options) : options_(options) {
+  model_ = build_model(options_);
+  for (auto& [name, p] : named_params(*model_)) {
+    params_total_ += p.numel();
+    param_bytes_ += p.nbytes();
+    if (p.requires_grad()) {
+      params_trainable_ += p.numel();
+      trainable_.emplace_back(name, p);
+    }
+  }
+}
+
+void ReplicatedStrategy::init() { allocate_grads(); }
+
+void ReplicatedStrategy::allocate_grads() {
+  for (auto& [name, p] : trainable_) {
+    at::Tensor g = at::zeros_like(p);
+    p.mutable_grad() = g;  // backward accumulates into it in place
+    slots_.push_back({name, p, g});
+    grad_bytes_ += g.nbytes();
+  }
+}
+
+double ReplicatedStrategy::forward_backward(const std::vector<MicroBatch>& micro_batches,
+                                            int64_t step, PhaseTimes& times) {
+  metrics::Recorder* rec = options_.recorder;
+  const double scale = 1.0 / double(micro_batches.size());
+  double loss_sum = 0.0;
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    const bool last = m + 1 == micro_batches.size();
+    torch::Tensor loss;
+    {
+      const double t0 = now_s();
+      auto span = rec ? rec->span("forward", metrics::Lane::Compute, step, int32_t(m))
+                      : metrics::Recorder::Span();
+      AutocastScope autocast(options_.bf16);
+      // [B, T] -> logits [B, T, V] -> scalar mean loss of this micro-batch
+      loss = model::cross_entropy_loss(model_->forward(micro_batches[m].inputs),
+                                       micro_batches[m].targets);
+      times.forward_s += now_s() - t0;
+    }
+    loss_sum += loss.item<double>();
+    {
+      const double t0 = now_s();
+      auto span = rec ? rec->span("backward", metrics::Lane::Compute, step, int32_t(m))
+                      : metrics::Recorder::Span();
+      before_backward(last);
+      (loss * scale).backward();
+      after_backward(last, times);
+      times.backward_s += now_s() - t0;
+    }
+  }
+  return dp_mean(options_.dp_comm.get(), loss_sum * scale);
+}
+
+double ReplicatedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) {
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(options_.bf16);
+  double sum = 0.0;
+  for (const auto& mb : micro_batches)
+    sum += model::cross_entropy_loss(model_->forward(mb.inputs), mb.targets).item<double>();
+  return dp_mean(options_.dp_comm.get(), sum / double(micro_batches.size()));
+}
+
+double ReplicatedStrategy::grad_norm() { return std::sqrt(local_grad_sq(slots_)); }
+
+void ReplicatedStrategy::zero_grad() {
+  for (auto& s : slots_) s.grad.zero_();
+}
+
+HeldBytes ReplicatedStrategy::held_bytes() const { return {param_bytes_, grad_bytes_}; }
+
+}  // namespace hlp::parallel

@@ -1,0 +1,85 @@
+#pragma once
+// Strategy: how one rank holds its part of the model and turns the micro-batches of a global
+// batch into gradients of the global mean loss. One small file per strategy implements it
+// (single.cpp, ddp.cpp, fsdp_flat.cpp, fsdp2.cpp); the trainer only sees this interface.
+//
+// Contract shared by every strategy:
+// - forward_backward() runs this rank's micro-batches; afterwards every optim slot's grad holds
+//   d(global mean loss)/d(param) for the elements this rank owns, reduced over data parallel;
+//   it returns the global mean loss (identical on every rank).
+// - The global mean loss is the mean over all G sequences x T tokens, i.e. the mean of the
+//   per-micro-batch means (every micro-batch has the same token count), so any split of the
+//   same global batch gives the same loss and gradients up to summation order.
+// - held_bytes() reports what the strategy holds persistently, per category, so the recorder
+//   can compare the measured peak with the sum of the parts and with theory.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/config.h"
+#include "model/lora_config.h"
+#include "parallel/optim_slot.h"
+
+namespace hlp::metrics {
+class Recorder;
+}
+
+namespace hlp::parallel {
+
+// One micro-batch: inputs and next-token targets, both [B, T] int64.
+struct MicroBatch {
+  torch::Tensor inputs;
+  torch::Tensor targets;
+};
+
+// Seconds of one step's phases as seen by the compute thread of this rank.
+struct PhaseTimes {
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  double comm_exposed_s = 0.0;  // compute thread blocked on communication (not overlapped)
+};
+
+// Persistent bytes per category on this rank (optimizer state comes from the optimizer).
+struct HeldBytes {
+  int64_t param_bytes = 0;  // parameters: full replicas, shards, or both
+  int64_t grad_bytes = 0;   // gradient buffers that live across steps
+};
+
+struct StrategyOptions {
+  std::string name;                                 // single | ddp | fsdp | fsdp2
+  model::ModelConfig model;
+  model::LoraConfig lora;
+  uint64_t seed = 0;
+  bool bf16 = false;                                // bf16 compute, fp32 master weights
+  double bucket_mb = 25.0;                          // ddp
+  std::shared_ptr<comm::Communicator> dp_comm;      // data-parallel group (world for now)
+  metrics::Recorder* recorder = nullptr;            // optional: spans for the trace
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  virtual double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
+                                  PhaseTimes& times) = 0;
+  // Global mean loss without gradients (evaluation); collective like forward_backward.
+  virtual double eval_loss(const std::vector<MicroBatch>& micro_batches) = 0;
+
+  virtual std::vector<OptimSlot>& optim_slots() = 0;
+  // Global L2 norm of the gradient over all trainable parameters (collective where sharded).
+  virtual double grad_norm() = 0;
+  virtual void zero_grad() = 0;
+  virtual HeldBytes held_bytes() const = 0;
+
+  // Parameters of the whole model (numel) and trainable (numel), for the result file.
+  virtual int64_t params_total() const = 0;
+  virtual int64_t params_trainable() const = 0;
+};
+
+std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options);
+
+}  // namespace hlp::parallel

@@ -1,0 +1,146 @@
+#include "train/trainer.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "data/loader.h"
+#include "metrics/recorder.h"
+#include "model/config.h"
+#include "model/lora_config.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+
+namespace hlp::train {
+
+BatchSplit split_batch(const TrainConfig& c, int dp_size) {
+  if (c.global_batch % dp_size != 0)
+    throw user_error("--global-batch ", c.global_batch, " is not divisible by the data-parallel "
+                     "size ", dp_size, "; use a multiple of ", dp_size);
+  BatchSplit s;
+  s.rows_per_rank = c.global_batch / dp_size;
+  if (c.micro_batches > 0) {
+    if (s.rows_per_rank % c.micro_batches != 0)
+      throw user_error("--micro-batches ", c.micro_batches, " does not divide the ",
+                       s.rows_per_rank, " sequences per data-parallel rank (global-batch ",
+                       c.global_batch, " / dp ", dp_size, ")");
+    s.micro_batches = c.micro_batches;
+    s.micro_batch = s.rows_per_rank / c.micro_batches;
+  } else {
+    if (s.rows_per_rank % c.micro_batch != 0)
+      throw user_error("--micro-batch ", c.micro_batch, " does not divide the ", s.rows_per_rank,
+                       " sequences per data-parallel rank (global-batch ", c.global_batch,
+                       " / dp ", dp_size, ")");
+    s.micro_batch = c.micro_batch;
+    s.micro_batches = s.rows_per_rank / c.micro_batch;
+  }
+  return s;
+}
+
+namespace {
+
+// [rows, T+1] tokens -> M micro-batches of inputs [B, T] and targets [B, T] (shifted by one).
+std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
+                                                   const BatchSplit& split) {
+  auto all = torch::from_blob(const_cast<int64_t*>(batch.tokens.data()),
+                              {batch.rows, batch.cols}, torch::kLong)
+                 .clone();
+  const int64_t T = batch.cols - 1;
+  std::vector<parallel::MicroBatch> out;
+  for (int m = 0; m < split.micro_batches; ++m) {
+    auto rows = all.narrow(0, int64_t(m) * split.micro_batch, split.micro_batch);
+    out.push_back({rows.narrow(1, 0, T).contiguous(), rows.narrow(1, 1, T).contiguous()});
+  }
+  return out;
+}
+
+}  // namespace
+
+TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> world,
+                   const TrainHooks& hooks) {
+  at::set_num_threads(c.threads);
+  if (c.tp > 1 || c.pp > 1 || c.strategy == "pp" || c.strategy == "tp")
+    throw user_error("pipeline and tensor parallelism (--strategy pp/tp, --pp, --tp) are not "
+                     "implemented yet in this build");
+  const int dp = world->size(), dp_rank = world->rank();
+  const BatchSplit split = split_batch(c, dp);
+
+  data::DataOptions data_options;
+  data_options.path = c.data;
+  data_options.tokenizer = c.tokenizer;
+  data_options.jsonl_field = c.jsonl_field;
+  data_options.seq_len = c.seq_len;
+  data_options.global_batch = c.global_batch;
+  data_options.seed = c.seed;
+  data_options.loader_threads = c.loader_threads;
+  data_options.queue_depth = c.queue_depth;
+  data::Loader loader(data_options, dp_rank, dp);
+
+  parallel::StrategyOptions so;
+  so.name = c.strategy;
+  so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
+                 .with_vocab(loader.vocab_size());
+  so.model.activation_checkpointing = c.activation_checkpointing;
+  so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
+  so.seed = c.seed;
+  so.bf16 = c.precision == "bf16";
+  so.bucket_mb = c.bucket_mb;
+  so.dp_comm = world;
+  so.recorder = hooks.recorder;
+  auto strategy = parallel::make_strategy(so);
+
+  AdamWOptions adam;
+  adam.weight_decay = c.weight_decay;
+  AdamW optimizer(strategy->optim_slots(), adam);
+  const LrSchedule schedule{c.lr, c.warmup_steps, c.steps, c.min_lr_ratio};
+
+  TrainOutcome outcome;
+  outcome.strategy_name = strategy->name();
+  outcome.params_total = strategy->params_total();
+  outcome.params_trainable = strategy->params_trainable();
+  for (int64_t step = 0; step < c.steps; ++step) {
+    StepReport r;
+    r.step = step;
+    const double t_step = now_s();
+    if (hooks.recorder) hooks.recorder->begin_step(step);
+
+    data::Batch batch;
+    {
+      auto span = hooks.recorder
+                      ? hooks.recorder->span("next_batch", metrics::Lane::Data, step)
+                      : metrics::Recorder::Span();
+      batch = loader.next();
+    }
+    r.data_wait_s = loader.last_wait_s();
+    auto micro = to_micro_batches(batch, split);
+
+    strategy->zero_grad();
+    r.loss = strategy->forward_backward(micro, step, r.phases);
+
+    const double t_opt = now_s();
+    {
+      auto span = hooks.recorder
+                      ? hooks.recorder->span("optimizer", metrics::Lane::Compute, step)
+                      : metrics::Recorder::Span();
+      r.grad_norm = strategy->grad_norm();
+      // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1
+      double scale = 1.0;
+      if (c.grad_clip > 0) scale = std::min(1.0, c.grad_clip / (r.grad_norm + 1e-6));
+      r.lr = schedule.at(int(step));
+      optimizer.step(r.lr, scale);
+    }
+    r.optimizer_s = now_s() - t_opt;
+    r.step_time_s = now_s() - t_step;
+    r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len;
+    r.tokens_global = int64_t(c.global_batch) * c.seq_len;
+    outcome.losses.push_back(r.loss);
+    if (hooks.on_step) hooks.on_step(r, *strategy);
+  }
+  outcome.held = strategy->held_bytes();
+  outcome.optimizer_bytes = optimizer.state_bytes();
+  return outcome;
+}
+
+}  // namespace hlp::train

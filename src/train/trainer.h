@@ -1,0 +1,58 @@
+#pragma once
+// The step loop of hlp-train, readable top to bottom in trainer.cpp:
+//   next global batch (this rank's rows) -> micro-batches -> strategy forward/backward
+//   -> global gradient norm, clipping -> AdamW over the strategy's slots -> metrics, progress.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/strategy.h"
+#include "train/config.h"
+
+namespace hlp::train {
+
+// One finished step as the trainer saw it on this rank.
+struct StepReport {
+  int64_t step = 0;
+  double loss = 0.0;  // global mean loss (same on every rank)
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double step_time_s = 0.0;
+  double data_wait_s = 0.0;
+  double optimizer_s = 0.0;
+  parallel::PhaseTimes phases;
+  int64_t tokens_local = 0;   // tokens this rank's data-parallel group processed (B*M*T)
+  int64_t tokens_global = 0;  // G * T
+};
+
+struct TrainOutcome {
+  std::vector<double> losses;  // one per step run (global mean loss)
+  std::string strategy_name;
+  parallel::HeldBytes held;
+  int64_t optimizer_bytes = 0;
+  int64_t params_total = 0, params_trainable = 0;
+};
+
+struct TrainHooks {
+  metrics::Recorder* recorder = nullptr;
+  // Called on every rank after each step (the result writer and progress line hang here).
+  std::function<void(const StepReport&, parallel::Strategy&)> on_step;
+};
+
+// Runs config.steps steps of config.strategy over `world` (collective). Throws hlp::UserError
+// for configurations that cannot run (mesh, batch arithmetic, data).
+TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+                   const TrainHooks& hooks = {});
+
+// Micro-batches per step on one data-parallel rank, validated: rows = G / dp must split into
+// micro-batches of config.micro_batch rows (or into config.micro_batches pieces).
+struct BatchSplit {
+  int rows_per_rank = 0;   // G / dp
+  int micro_batch = 0;     // B
+  int micro_batches = 0;   // M
+};
+BatchSplit split_batch(const TrainConfig& config, int dp_size);
+
+}  // namespace hlp::train
