@@ -126,7 +126,6 @@ void MpiOpQueue::loop() {
       } else {
         post_p2p(std::move(task));
       }
-      cv_.notify_all();
     }
     poll_p2p();
   }
