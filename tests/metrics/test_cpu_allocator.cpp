@@ -1,7 +1,7 @@
 // CpuAllocatorCounter: measured bytes of known-size LibTorch allocations, peaks, reset.
 #include <catch2/catch.hpp>
 
-#include <ATen/ATen.h>
+#include <torch/torch.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <thread>
@@ -100,4 +100,29 @@ TEST_CASE("metrics allocator: uninstall restores the previous allocator and coun
   CHECK(CpuAllocatorCounter::current_bytes() == base);
   CpuAllocatorCounter::install();  // back for the other cases
   CHECK(CpuAllocatorCounter::installed());
+}
+
+TEST_CASE("metrics allocator: an autograd training step runs under the counter, peaks above its "
+          "live bytes, and frees back to the baseline",
+          "[allocator]") {
+  CpuAllocatorCounter::install();
+  const int64_t base = CpuAllocatorCounter::current_bytes();
+  {
+    torch::nn::Linear layer(256, 512);
+    torch::optim::SGD opt(layer->parameters(), torch::optim::SGDOptions(0.1));
+    const int64_t params = CpuAllocatorCounter::current_bytes() - base;
+    CHECK(params >= (256 * 512 + 512) * 4);  // weight + bias, counted
+    CpuAllocatorCounter::reset_peak();
+    for (int step = 0; step < 3; ++step) {
+      torch::Tensor x = torch::randn({64, 256});
+      torch::Tensor loss = layer->forward(x).relu().pow(2).mean();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+    // activations + gradients existed during the step: the peak is above what is live now
+    CHECK(CpuAllocatorCounter::peak_bytes() > CpuAllocatorCounter::current_bytes());
+    CHECK(CpuAllocatorCounter::peak_bytes() - base >= params + 64 * 512 * 4);
+  }
+  CHECK(CpuAllocatorCounter::current_bytes() == base);
 }
