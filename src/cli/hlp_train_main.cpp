@@ -1,10 +1,14 @@
 // hlp-train: one MPI-launched training job (one strategy per job).
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
 
 #include "cli/launch_env.h"
 #include "cli/options.h"
+#include "cli/train_job.h"
+#include "comm/mpi_communicator.h"
 #include "common/error.h"
 
 int main(int argc, char** argv) {
@@ -25,7 +29,19 @@ int main(int argc, char** argv) {
     if (rank == 0) std::cout << hlp::cli::to_ini(args.config);
     return 0;
   }
-  if (rank == 0)
-    std::fprintf(stderr, "hlp-train: error: training is not implemented yet in this build\n");
-  return 3;
+  auto world = hlp::comm::init_mpi_world(argc, argv, {args.config.comm_timeout_s});
+  try {
+    hlp::cli::run_train_job(args.config, world);
+  } catch (const hlp::UserError& e) {
+    // Usually every rank fails alike (config, data); rank 0 speaks and ends the job. A rank
+    // failing alone ends it too, after giving rank 0 a moment to speak first.
+    if (world->rank() != 0) sleep(2);
+    hlp::comm::abort_all(std::string("hlp-train: error: ") + e.what(), 2);
+  } catch (const std::exception& e) {
+    hlp::comm::abort_all("hlp-train: internal error on rank " + std::to_string(world->rank()) +
+                             ": " + e.what(),
+                         1);
+  }
+  hlp::comm::finalize();
+  return 0;
 }

@@ -96,6 +96,7 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
   AdamW optimizer(strategy->optim_slots(), adam);
   const LrSchedule schedule{c.lr, c.warmup_steps, c.steps, c.min_lr_ratio};
 
+  if (hooks.on_start) hooks.on_start(so, *strategy);
   TrainOutcome outcome;
   outcome.strategy_name = strategy->name();
   outcome.params_total = strategy->params_total();
@@ -135,6 +136,7 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
     r.step_time_s = now_s() - t_step;
     r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len;
     r.tokens_global = int64_t(c.global_batch) * c.seq_len;
+    r.optimizer_bytes = optimizer.state_bytes();
     outcome.losses.push_back(r.loss);
     if (hooks.on_step) hooks.on_step(r, *strategy);
   }

@@ -23,6 +23,7 @@ struct StepReport {
   double data_wait_s = 0.0;
   double optimizer_s = 0.0;
   parallel::PhaseTimes phases;
+  int64_t optimizer_bytes = 0;
   int64_t tokens_local = 0;   // tokens this rank's data-parallel group processed (B*M*T)
   int64_t tokens_global = 0;  // G * T
 };
@@ -37,6 +38,8 @@ struct TrainOutcome {
 
 struct TrainHooks {
   metrics::Recorder* recorder = nullptr;
+  // Called on every rank once the strategy is built (model info for the result file).
+  std::function<void(const parallel::StrategyOptions&, parallel::Strategy&)> on_start;
   // Called on every rank after each step (the result writer and progress line hang here).
   std::function<void(const StepReport&, parallel::Strategy&)> on_step;
 };
