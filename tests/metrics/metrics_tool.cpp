@@ -1,12 +1,12 @@
-// Test driver for the result file (own main: MPI_Init, no Catch2). Modes:
+// Test driver for the result file (own main; MPI_Init only in the writing modes). Modes:
 //   write FILE --steps N --flush-every K [--ready-file F] [--export JSON]   (under mpiexec)
 //       Writes N steps of known values + trace events through Recorder and ResultWriter.
 //       Without --ready-file: finish(), then rank 0 checks the file (and the export).
 //       With --ready-file: after the loop (no finish), rank 0 writes every rank's pid to F and
 //       all ranks sleep until killed (the SIGKILL test).
-//   check FILE --world W --steps S --complete 0|1     (serial) every contracted path and value
-//   export FILE JSON --world W --steps S               (serial) Perfetto export + its checks
-//   reject FILE DIR                                    (serial) foreign/truncated files -> UserError
+//   check FILE --world W --steps S --complete 0|1     (no MPI) every contracted path and value
+//   export FILE JSON --world W --steps S               (no MPI) Perfetto export + its checks
+//   reject FILE DIR                                    (no MPI) foreign/truncated files -> UserError
 //   errors DIR                                         (under mpiexec) writer misuse -> UserError
 //                                                      on every rank, no hang
 #include <mpi.h>
@@ -192,7 +192,10 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   int rc = 0;
-  MPI_Init(&argc, &argv);
+  // Only the writing modes are MPI programs: check/export/reject read like the analysis tool
+  // does, without MPI_Init (the parallel HDF5 library with its default file access).
+  const bool uses_mpi = mode == "write" || mode == "errors";
+  if (uses_mpi) MPI_Init(&argc, &argv);
   try {
     if (mode == "write") {
       rc = run_write(argc, argv);
@@ -216,6 +219,6 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     rc = 1;
   }
-  MPI_Finalize();
+  if (uses_mpi) MPI_Finalize();
   return rc;
 }
