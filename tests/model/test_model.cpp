@@ -9,6 +9,7 @@
 #include <iterator>
 #include <map>
 
+#include "common/error.h"
 #include "model/accounting.h"
 #include "model/hybrid_lm.h"
 #include "model/lora.h"
@@ -80,6 +81,14 @@ TEST_CASE("model: pipeline-style parts compose to the whole model", "[model]") {
   int64_t middle_numel = 0;
   for (const auto& p : middle->parameters()) middle_numel += p.numel();
   CHECK(middle_numel == counts.per_layer_total[3]);
+}
+
+TEST_CASE("model: a part outside the pattern is a user error", "[model]") {
+  auto c = preset("tiny");
+  CHECK_THROWS_AS(HybridLM(c, 1, 2, 9, false, true), hlp::UserError);
+  CHECK_THROWS_AS(HybridLM(c, 1, 3, 2, false, false), hlp::UserError);
+  HybridLM middle(c, 1, 1, 3, false, false);
+  CHECK_THROWS(middle->forward(torch::zeros({1, 4}, torch::kLong)));  // not the whole model
 }
 
 TEST_CASE("model: whole model runs in float64 and both GDN modes agree", "[model][gdn]") {
