@@ -109,6 +109,19 @@ std::vector<double> ResultReader::clock_offsets_s() const {
   return attr_doubles(schema::kAttrClockOffsetS);
 }
 
+std::vector<std::string> ResultReader::hosts() const {
+  const std::string all = attr_string(schema::kAttrHosts);
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t comma = all.find(',', pos);
+    out.push_back(all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
 std::vector<std::string> ResultReader::step_metrics() const {
   const State& s = *state_;
   return s.guarded("list /steps", [&] {

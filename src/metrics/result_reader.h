@@ -45,6 +45,7 @@ class ResultReader {
   // The RunInfo the writer was given (clock: rank 0's entry) plus what the writer added.
   RunInfo run_info() const;
   std::vector<double> clock_offsets_s() const;  // [world]
+  std::vector<std::string> hosts() const;       // [world]: host of each rank
 
   // /steps
   std::vector<std::string> step_metrics() const;  // dataset names, "step" excluded, sorted

@@ -48,22 +48,17 @@ std::vector<int> assign_sublanes(const std::vector<const TraceEvent*>& sorted) {
 
 }  // namespace
 
-json chrome_trace_json(const ResultReader& reader, TraceExportStats* stats_out) {
+json chrome_trace_json(const ResultReader& reader, const TraceExportOptions& options,
+                       TraceExportStats* stats_out) {
+  auto wanted = [&](int64_t step) {
+    if (step < 0) return options.include_unstepped;
+    return step >= options.first_step && step <= options.last_step;
+  };
   TraceExportStats stats;
   json events = json::array();
   const int world = reader.world_size();
-  std::vector<std::string> hosts;
-  {
-    const std::string all = reader.has_attr(schema::kAttrHosts)
-                                ? reader.attr_string(schema::kAttrHosts) : "";
-    size_t pos = 0;
-    while (pos <= all.size()) {
-      const size_t comma = all.find(',', pos);
-      hosts.push_back(all.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
-  }
+  const std::vector<std::string> hosts =
+      reader.has_attr(schema::kAttrHosts) ? reader.hosts() : std::vector<std::string>{};
 
   for (int rank = 0; rank < world; ++rank) {
     std::string pname = "rank " + std::to_string(rank);
@@ -78,7 +73,7 @@ json chrome_trace_json(const ResultReader& reader, TraceExportStats* stats_out) 
     for (int lane = 0; lane < kNumLanes; ++lane) {
       std::vector<const TraceEvent*> sorted;
       for (const auto& e : trace)
-        if (static_cast<int>(e.lane) == lane) sorted.push_back(&e);
+        if (static_cast<int>(e.lane) == lane && wanted(e.step)) sorted.push_back(&e);
       // Outer events first when two start together (longer first).
       std::stable_sort(sorted.begin(), sorted.end(), [](const TraceEvent* a, const TraceEvent* b) {
         if (a->start_s != b->start_s) return a->start_s < b->start_s;
@@ -118,8 +113,10 @@ json chrome_trace_json(const ResultReader& reader, TraceExportStats* stats_out) 
     const StepMatrix end = reader.steps(schema::kStepEnd);
     const StepMatrix cur = reader.steps(schema::kCurrentBytes);
     const StepMatrix peak = reader.steps(schema::kPeakBytes);
+    const std::vector<int64_t> step_numbers = reader.step_numbers();
     for (int64_t r = 0; r < end.ranks; ++r) {
       for (int64_t i = 0; i < end.steps; ++i) {
+        if (i < static_cast<int64_t>(step_numbers.size()) && !wanted(step_numbers[i])) continue;
         const double t = end.at(r, i);
         const double c = cur.at(r, i);
         const double p = peak.at(r, i);
@@ -145,10 +142,14 @@ json chrome_trace_json(const ResultReader& reader, TraceExportStats* stats_out) 
   return doc;
 }
 
-TraceExportStats export_chrome_trace(const std::string& h5_path, const std::string& json_path) {
+TraceExportStats export_chrome_trace(const std::string& h5_path, const std::string& json_path,
+                                     const TraceExportOptions& options) {
+  if (options.first_step > options.last_step)
+    throw user_error("trace export: first step ", options.first_step, " is after last step ",
+                     options.last_step);
   ResultReader reader(h5_path);
   TraceExportStats stats;
-  const json doc = chrome_trace_json(reader, &stats);
+  const json doc = chrome_trace_json(reader, options, &stats);
   std::ofstream out(json_path);
   if (!out) throw user_error("cannot write trace '", json_path, "': check the directory exists");
   out << doc.dump() << "\n";

@@ -41,6 +41,8 @@ int check_file(const std::string& path, int world, int64_t steps, int complete) 
   EXPECT((r.attr_ints(schema::kAttrMesh) == std::vector<int64_t>{world, 1, 1}));
   const std::string hosts = r.attr_string(schema::kAttrHosts);
   EXPECT(std::count(hosts.begin(), hosts.end(), ',') == world - 1);
+  EXPECT(r.hosts().size() == static_cast<size_t>(world));
+  EXPECT(!r.hosts().at(0).empty());
   for (const char* a : {schema::kAttrSlurmJobId, schema::kAttrSlurmArrayJobId,
                         schema::kAttrSlurmArrayTaskId})
     EXPECT(r.has_attr(a));
@@ -223,6 +225,30 @@ int check_export(const std::string& path, const std::string& json_path, int worl
       if (!open.empty()) EXPECT(end <= open.back() + eps);
       open.push_back(end);
     }
+  }
+  // A window of steps [1, 2]: no step-0 all-gather, so no overflow tid; 2 counters per rank.
+  if (steps >= 3) {
+    m::TraceExportOptions window;
+    window.first_step = 1;
+    window.last_step = 2;
+    const std::string window_json = json_path + ".steps1-2.json";
+    const m::TraceExportStats ws = m::export_chrome_trace(path, window_json, window);
+    EXPECT(ws.complete_events == world * 7 * 2);
+    EXPECT(ws.counter_events == world * 2);
+    EXPECT(ws.overflow_tids == 0);
+    std::ifstream win(window_json);
+    const json wdoc = json::parse(win);
+    for (const auto& e : wdoc["traceEvents"]) {
+      if (e.at("ph") == "X") {
+        const int64_t step = e.at("args").at("step");
+        EXPECT(step == 1 || step == 2);
+      }
+    }
+    m::TraceExportOptions backwards;
+    backwards.first_step = 3;
+    backwards.last_step = 2;
+    expect_user_error([&] { m::export_chrome_trace(path, window_json, backwards); },
+                      "first step 3 is after last step 2");
   }
   std::cout << "export " << json_path << ": " << (g_failures ? "FAILED" : "ok") << " ("
             << stats.complete_events << " X, " << stats.counter_events << " C)\n";
