@@ -36,7 +36,11 @@ ResultReader::ResultReader(const std::string& path) : state_(std::make_unique<St
     throw user_error("result file '", path, "' does not exist or is not a file");
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw user_error("'", path, "' is not an HDF5 file (or it is truncated/corrupt)");
-  const hid_t fid = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  // No file locking for a read-only open: Lustre mounts without flock (common on clusters)
+  // otherwise fail every open with "unable to lock file".
+  h5::Handle fapl = h5::plist(H5Pcreate(H5P_FILE_ACCESS), "file access list");
+  H5Pset_file_locking(fapl, false, true);
+  const hid_t fid = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
   if (fid < 0)
     throw user_error("cannot open '", path,
                      "' as HDF5: the file is truncated or corrupt (a job killed while writing?)");
