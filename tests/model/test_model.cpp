@@ -1,5 +1,6 @@
 // HybridLM: names and shapes equal the accounting's table, init depends only on (seed, name),
 // model parts compose to the whole model, float64 works, and the tiny model learns.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES  // for the listener below
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
@@ -16,6 +17,15 @@
 #include "test_helpers.h"
 
 using namespace hlp::model;
+
+namespace {
+// One intra-op thread for every model test (ctest also sets OMP_NUM_THREADS=1).
+struct SingleThreadListener : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(const Catch::TestRunInfo&) override { at::set_num_threads(1); }
+};
+}  // namespace
+CATCH_REGISTER_LISTENER(SingleThreadListener)
 
 TEST_CASE("model: parameter names and shapes equal the accounting table", "[model]") {
   for (const std::string pattern : {"GAGS", "SGA"}) {
