@@ -1,6 +1,6 @@
 // hlp-bench-comm: HLP's MPI Communicator against raw MPI on the same buffers, in the same run.
 //   mpiexec -n 2 hlp-bench-comm [--min-bytes 4096] [--max-bytes 67108864] [--factor 4]
-//                               [--reps 5] [--ops all_reduce,all_gather,reduce_scatter]
+//                               [--reps 5] [--iters N] [--ops all_reduce,all_gather,reduce_scatter]
 // Columns and their meaning: bench/comm/README.md (nccl-tests conventions).
 #include <ATen/ATen.h>
 #include <mpi.h>
@@ -25,6 +25,7 @@ struct Options {
   int64_t max_bytes = 64 << 20;
   int factor = 4;
   int reps = 5;  // alternating HLP / raw measurements per size; the median of each is reported
+  int iters = 0;  // calls per measurement; 0 = about 64 MiB moved, between 3 and 200 calls
   std::string ops = "all_reduce,all_gather,reduce_scatter";
 };
 
@@ -73,10 +74,11 @@ Options parse(int argc, char** argv) {
     else if (arg == "--factor") o.factor = std::stoi(value());
     else if (arg == "--reps") o.reps = std::stoi(value());
     else if (arg == "--ops") o.ops = value();
+    else if (arg == "--iters") o.iters = std::stoi(value());
     else {
       std::fprintf(stderr,
                    "usage: hlp-bench-comm [--min-bytes B] [--max-bytes B] [--factor F] "
-                   "[--reps R] [--ops all_reduce,all_gather,reduce_scatter]\n");
+                   "[--reps R] [--iters N] [--ops all_reduce,all_gather,reduce_scatter]\n");
       std::exit(arg == "--help" ? 0 : 2);
     }
   }
@@ -151,7 +153,9 @@ int main(int argc, char** argv) {
 
     const int64_t bytes = count * 4;
     // ~64 MiB moved per measurement, between 3 and 200 calls
-    const int iters = int(std::clamp<int64_t>((int64_t(64) << 20) / bytes, 3, 200));
+    const int iters = options.iters > 0
+                          ? options.iters
+                          : int(std::clamp<int64_t>((int64_t(64) << 20) / bytes, 3, 200));
     for (const Collective& c : collectives) {
       c.hlp();  // warm-up: thread start, buffers, MPI connection setup
       c.hlp_async();
