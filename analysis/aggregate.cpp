@@ -1,0 +1,142 @@
+#include "analysis/aggregate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "metrics/schema.h"
+
+namespace hlp::analysis {
+namespace schema = metrics::schema;
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Stat stat_of(const std::vector<double>& pool) {
+  Stat s;
+  std::vector<double> v;
+  for (double x : pool)
+    if (!std::isnan(x)) v.push_back(x);
+  s.n = static_cast<int64_t>(v.size());
+  if (v.empty()) {
+    s.median = s.min = s.max = kNaN;
+    return s;
+  }
+  s.median = median_of(v);
+  s.min = *std::min_element(v.begin(), v.end());
+  s.max = *std::max_element(v.begin(), v.end());
+  return s;
+}
+
+// Indices of the steps used after warm-up: [first, steps), never empty for steps > 0.
+size_t first_used_step(size_t steps, int64_t warmup_steps) {
+  const size_t w = static_cast<size_t>(std::max<int64_t>(0, warmup_steps));
+  return std::min(w, steps - 1);
+}
+
+bool numeric(const std::string& s, double* out) {
+  try {
+    size_t used = 0;
+    *out = std::stod(s, &used);
+    return used == s.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool config_less(const ConfigRow& a, const ConfigRow& b) {
+  for (const auto& c : config_columns()) {
+    const std::string& x = a.value(c);
+    const std::string& y = b.value(c);
+    if (x == y) continue;
+    double dx, dy;
+    if (numeric(x, &dx) && numeric(y, &dy)) return dx < dy;
+    return x < y;
+  }
+  return false;
+}
+}  // namespace
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int64_t ConfigRow::world_size() const { return config_int("world_size"); }
+
+int64_t ConfigRow::config_int(const std::string& column) const {
+  double d;
+  return numeric(value(column), &d) ? static_cast<int64_t>(d) : -1;
+}
+
+const std::string& ConfigRow::value(const std::string& column) const {
+  static const std::string unknown = "?";
+  auto it = config.find(column);
+  return it == config.end() ? unknown : it->second;
+}
+
+double ConfigRow::median(const std::string& metric) const {
+  auto it = stats.find(metric);
+  return it == stats.end() ? kNaN : it->second.median;
+}
+
+std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmup_steps) {
+  std::map<std::string, std::vector<const RunData*>> groups;
+  for (const auto& r : runs) groups[r.key()].push_back(&r);
+
+  std::vector<ConfigRow> rows;
+  for (const auto& [key, members] : groups) {
+    ConfigRow row;
+    row.config = members.front()->config;
+    std::map<std::string, std::vector<double>> pool;
+    std::vector<double> comm_fraction, bubbles, bubble_theory, last_losses;
+    std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
+    double peak = kNaN;
+    for (const RunData* r : members) {
+      ++row.runs;
+      if (!r->complete) ++row.incomplete_runs;
+      row.paths.push_back(r->path);
+      const size_t steps = r->step_numbers.size();
+      const size_t first = first_used_step(steps, warmup_steps);
+      row.steps_used += static_cast<int64_t>(steps - first);
+      for (const auto& [metric, values] : r->per_step)
+        pool[metric].insert(pool[metric].end(), values.begin() + first, values.end());
+      auto st = r->per_step.find(schema::kStepTime);
+      auto ce = r->per_step.find(schema::kCommExposed);
+      if (st != r->per_step.end() && ce != r->per_step.end())
+        for (size_t s = first; s < steps; ++s)
+          if (st->second[s] > 0.0) comm_fraction.push_back(ce->second[s] / st->second[s]);
+      auto pk = r->per_step.find(schema::kPeakBytes);
+      if (pk != r->per_step.end())
+        for (size_t s = first; s < steps; ++s)
+          if (!std::isnan(pk->second[s])) peak = std::isnan(peak) ? pk->second[s] : std::max(peak, pk->second[s]);
+      auto loss = r->per_step.find(schema::kLoss);
+      if (loss != r->per_step.end()) {
+        if (!std::isnan(loss->second.back())) last_losses.push_back(loss->second.back());
+        for (size_t s = 0; s < steps; ++s) {
+          if (std::isnan(loss->second[s])) continue;
+          auto& acc = loss_sum[r->step_numbers[s]];
+          acc.first += loss->second[s];
+          acc.second += 1;
+        }
+      }
+      if (r->bubble_fraction) bubbles.push_back(*r->bubble_fraction);
+      if (r->bubble_fraction_theory) bubble_theory.push_back(*r->bubble_fraction_theory);
+    }
+    for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
+    row.peak_bytes_max = peak;
+    row.comm_exposed_fraction = median_of(comm_fraction);
+    row.bubble_fraction = median_of(bubbles);
+    row.bubble_fraction_theory = median_of(bubble_theory);
+    double loss_total = 0.0;
+    for (double l : last_losses) loss_total += l;
+    row.final_loss = last_losses.empty() ? kNaN : loss_total / double(last_losses.size());
+    for (const auto& [step, acc] : loss_sum) row.loss_curve[step] = acc.first / double(acc.second);
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(), config_less);
+  return rows;
+}
+
+}  // namespace hlp::analysis

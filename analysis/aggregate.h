@@ -1,0 +1,55 @@
+#pragma once
+// Grouping runs into configurations and reducing each group to one table row.
+//
+// Rules (also in analysis/README.md):
+//  - warm-up: the first `warmup_steps` steps of EACH file are left out (at least its last step
+//    is always kept, as the writer's /summary does);
+//  - reruns of one configuration POOL their post-warm-up steps (each step already reduced over
+//    ranks: max for times/bytes, min for throughput/MFU, mean for loss), then the median and the
+//    min/max of the pool are taken. Pooling weights each run by its step count;
+//  - peak_bytes is the maximum over ranks, steps (after warm-up) and runs: a peak is a peak;
+//  - exposed comm fraction: median over pooled steps of comm_exposed_s / step_time_s;
+//  - bubble fraction: median over the group's runs that have /pipeline;
+//  - tokens/s per device = global tokens/s / world size.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/run_loader.h"
+
+namespace hlp::analysis {
+
+struct Stat {
+  double median = 0.0, min = 0.0, max = 0.0;
+  int64_t n = 0;  // pooled values (0: metric absent -> NaN everywhere)
+};
+
+struct ConfigRow {
+  std::map<std::string, std::string> config;  // config_columns()
+  int64_t runs = 0;             // files combined
+  int64_t incomplete_runs = 0;  // of which complete = 0 (only with --include-incomplete)
+  int64_t steps_used = 0;       // pooled steps after warm-up
+  std::map<std::string, Stat> stats;  // metric -> stat over the pooled post-warm-up steps
+  double peak_bytes_max = 0.0;
+  double comm_exposed_fraction = 0.0;  // NaN when absent
+  double bubble_fraction = 0.0;        // NaN when no /pipeline
+  double bubble_fraction_theory = 0.0; // NaN when no /pipeline
+  double final_loss = 0.0;             // mean over runs of the last step's loss
+  // loss per step number, mean over runs holding that step (all steps, warm-up included)
+  std::map<int64_t, double> loss_curve;
+  std::vector<std::string> paths;
+
+  int64_t world_size() const;
+  int64_t config_int(const std::string& column) const;  // -1 when not a number
+  const std::string& value(const std::string& column) const;
+  double median(const std::string& metric) const;  // NaN when absent
+};
+
+// Groups by RunData::key(), one row per configuration, sorted by the configuration columns
+// (numbers compared as numbers).
+std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmup_steps);
+
+double median_of(std::vector<double> values);  // NaN for an empty set
+
+}  // namespace hlp::analysis

@@ -1,0 +1,398 @@
+#include "analysis/figures.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "analysis/gnuplot.h"
+#include "metrics/schema.h"
+
+namespace hlp::analysis {
+namespace schema = metrics::schema;
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr size_t kMaxLossCurves = 12;
+
+// Columns that stay fixed while a figure varies ranks / context: the "same experiment".
+const std::vector<std::string> kModelSlice = {"model", "pattern", "lora_rank", "micro_batch",
+                                              "precision", "device", "act_ckpt", "gdn_mode"};
+
+std::string slice_key(const ConfigRow& r, const std::vector<std::string>& cols) {
+  std::string k;
+  for (const auto& c : cols) k += r.value(c) + "\x1f";
+  return k;
+}
+
+// The rows of the slice (equal `cols`) where `varying` takes the most distinct values (ties:
+// the slice with more rows, then the first in table order).
+std::vector<const ConfigRow*> best_slice(const std::vector<const ConfigRow*>& rows,
+                                         const std::vector<std::string>& cols,
+                                         const std::string& varying) {
+  std::map<std::string, std::vector<const ConfigRow*>> slices;
+  std::vector<std::string> order;
+  for (const ConfigRow* r : rows) {
+    const auto k = slice_key(*r, cols);
+    if (!slices.count(k)) order.push_back(k);
+    slices[k].push_back(r);
+  }
+  std::vector<const ConfigRow*> best;
+  size_t best_distinct = 0;
+  for (const auto& k : order) {
+    std::set<std::string> distinct;
+    for (const ConfigRow* r : slices[k]) distinct.insert(varying.empty() ? "" : r->value(varying));
+    if (distinct.size() > best_distinct ||
+        (distinct.size() == best_distinct && slices[k].size() > best.size())) {
+      best = slices[k];
+      best_distinct = distinct.size();
+    }
+  }
+  return best;
+}
+
+std::vector<const ConfigRow*> all(const std::vector<ConfigRow>& rows) {
+  std::vector<const ConfigRow*> p;
+  for (const auto& r : rows) p.push_back(&r);
+  return p;
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "NaN";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+Figure make_figure(std::string name, std::string title, std::string sentence) {
+  Figure f;
+  f.name = std::move(name);
+  f.title = std::move(title);
+  f.sentence = std::move(sentence);
+  return f;
+}
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // sorted by x, one per x
+};
+
+// Per strategy: x = column `x_col` (number), y = f(row); the first row at each x wins.
+template <typename F>
+std::vector<Series> series_by_strategy(const std::vector<const ConfigRow*>& rows,
+                                       const std::string& x_col, F y_of) {
+  std::map<std::string, std::map<double, double>> by;
+  for (const ConfigRow* r : rows) {
+    const double x = double(r->config_int(x_col));
+    const double y = y_of(*r);
+    if (x < 0 || std::isnan(y)) continue;
+    by[r->value("strategy")].emplace(x, y);
+  }
+  std::vector<Series> out;
+  for (const auto& [name, pts] : by) out.push_back({name, {pts.begin(), pts.end()}});
+  return out;
+}
+
+// Blocks separated by two blank lines: `index i` in gnuplot is series i.
+void write_series(const std::string& path, const std::vector<Series>& series,
+                  const std::string& header, bool ideal_column) {
+  std::ofstream f(path);
+  f << "# " << header << "\n";
+  for (const auto& s : series) {
+    f << "# series: " << s.name << "\n";
+    for (const auto& [x, y] : s.points) {
+      f << num(x) << " " << num(y);
+      if (ideal_column) f << " " << num(s.points.front().second * x / s.points.front().first);
+      f << "\n";
+    }
+    f << "\n\n";
+  }
+}
+
+std::string series_plot(const std::string& dat, const std::vector<Series>& series, bool ideal) {
+  std::ostringstream p;
+  p << "plot ";
+  for (size_t i = 0; i < series.size(); ++i) {
+    if (i) p << ", \\\n     ";
+    p << "'" << dat << "' index " << i << " using 1:2 with linespoints lw 2 pt 7 lc " << i + 1
+      << " title " << gp_quote(series[i].name);
+    // One dashed ideal line per distinct starting point (strategies that share the `single`
+    // baseline share one line).
+    bool shared = false, first_of_start = true;
+    for (size_t j = 0; j < series.size(); ++j) {
+      if (j == i) continue;
+      if (series[j].points.front() == series[i].points.front()) {
+        shared = true;
+        if (j < i) first_of_start = false;
+      }
+    }
+    if (ideal && first_of_start)
+      p << ", \\\n     '" << dat << "' index " << i << " using 1:3 with lines dt 2 lw 2 lc "
+        << (shared ? std::string("rgb 'black'") : std::to_string(i + 1)) << " title "
+        << gp_quote(shared ? std::string("ideal linear scaling") : series[i].name + " ideal");
+  }
+  return p.str();
+}
+
+std::string label(const ConfigRow& r) {
+  return r.value("strategy") + " n=" + r.value("world_size");
+}
+
+Figure scaling(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure("scaling", "Throughput vs ranks",
+             "Global tokens/s (median after warm-up) against the number of ranks for each "
+             "strategy, with a dashed ideal line scaling its smallest run linearly; a `single` "
+             "run of the same configuration is each strategy's 1-rank point.");
+  std::vector<std::string> cols = kModelSlice;
+  cols.push_back("seq_len");
+  const auto slice = best_slice(all(rows), cols, "world_size");
+  auto series = series_by_strategy(slice, "world_size",
+                                   [](const ConfigRow& r) { return r.median(schema::kTokensPerS); });
+  const Series* single = nullptr;
+  for (const auto& s : series)
+    if (s.name == "single") single = &s;
+  std::vector<Series> plotted;
+  for (auto s : series) {
+    if (s.name == "single") continue;
+    if (single && !single->points.empty() && s.points.front().first > 1.0)
+      s.points.insert(s.points.begin(), single->points.front());
+    if (s.points.size() >= 2) plotted.push_back(s);
+  }
+  if (plotted.empty()) {
+    fig.skip_reason = "no strategy was measured at two or more world sizes (a `single` run of the "
+                      "same configuration counts as its 1-rank point)";
+    return fig;
+  }
+  write_series(dir + "/scaling.dat", plotted, "ranks  tokens_per_s  ideal_tokens_per_s", true);
+  write_gnuplot_script(dir, "scaling",
+                       "set title 'Global throughput vs ranks (" + slice.front()->value("model") +
+                           ", seq-len " + slice.front()->value("seq_len") + ")'\n"
+                           "set xlabel 'ranks (world size)'\nset ylabel 'tokens/s (global)'\n"
+                           "set logscale x 2\nset yrange [0:*]\n" +
+                           series_plot("scaling.dat", plotted, true));
+  fig.has_data = true;
+  return fig;
+}
+
+Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool memory) {
+  Figure fig = memory
+      ? make_figure("context_memory", "Peak memory vs context length",
+               "Peak bytes per rank (max over ranks and steps) against the sequence length for "
+               "each strategy at one world size.")
+      : make_figure("context_throughput", "Throughput vs context length",
+               "Global tokens/s (median after warm-up) against the sequence length for each "
+               "strategy at one world size.");
+  std::vector<std::string> cols = kModelSlice;
+  cols.push_back("world_size");
+  const auto slice = best_slice(all(rows), cols, "seq_len");
+  auto series = series_by_strategy(slice, "seq_len", [memory](const ConfigRow& r) {
+    return memory ? r.peak_bytes_max / kMiB : r.median(schema::kTokensPerS);
+  });
+  series.erase(std::remove_if(series.begin(), series.end(),
+                              [](const Series& s) { return s.points.size() < 2; }),
+               series.end());
+  if (series.empty()) {
+    fig.skip_reason = "no strategy was measured at two or more sequence lengths with the same world size";
+    return fig;
+  }
+  write_series(dir + "/" + fig.name + ".dat", series,
+               memory ? "seq_len  peak_MiB" : "seq_len  tokens_per_s", false);
+  write_gnuplot_script(
+      dir, fig.name,
+      "set title '" + std::string(memory ? "Peak memory per rank" : "Global throughput") +
+          " vs context length (" + slice.front()->value("world_size") + " ranks)'\n"
+          "set xlabel 'sequence length (tokens)'\nset logscale x 2\nset yrange [0:*]\n"
+          "set ylabel '" + std::string(memory ? "peak MiB per rank" : "tokens/s (global)") + "'\n" +
+          series_plot(fig.name + ".dat", series, false));
+  fig.has_data = true;
+  return fig;
+}
+
+// One bar per strategy: its row with the most ranks in the slice with the most strategies.
+std::vector<const ConfigRow*> one_row_per_strategy(const std::vector<ConfigRow>& rows) {
+  std::vector<std::string> cols = kModelSlice;
+  cols.push_back("seq_len");
+  const auto slice = best_slice(all(rows), cols, "strategy");
+  std::map<std::string, const ConfigRow*> pick;
+  for (const ConfigRow* r : slice) {
+    auto& p = pick[r->value("strategy")];
+    if (!p || r->world_size() > p->world_size()) p = r;
+  }
+  std::vector<const ConfigRow*> out;
+  for (const auto& [s, r] : pick) out.push_back(r);
+  return out;
+}
+
+Figure stacked(const std::vector<ConfigRow>& rows, const std::string& dir, bool memory) {
+  Figure fig = memory
+      ? make_figure("memory_breakdown", "Peak memory breakdown per strategy",
+               "Per-rank bytes each strategy holds for parameters, gradients, optimizer state and "
+               "activations (medians after warm-up, stacked; the bar top is the measured peak "
+               "unless the strategy reports its own parts).")
+      : make_figure("step_time_breakdown", "Step-time breakdown per strategy",
+               "Median per-step seconds of the slowest rank split into data wait, forward, "
+               "backward, optimizer, exposed (not overlapped) communication and the rest.");
+  const auto picked = one_row_per_strategy(rows);
+  std::vector<std::string> parts =
+      memory ? std::vector<std::string>{schema::kParamBytes, schema::kGradBytes,
+                                        schema::kOptimizerBytes, schema::kActivationBytes}
+             : std::vector<std::string>{schema::kDataWait, schema::kForward, schema::kBackward,
+                                        schema::kOptimizer, schema::kCommExposed};
+  const std::vector<std::string> titles =
+      memory ? std::vector<std::string>{"parameters", "gradients", "optimizer", "activations"}
+             : std::vector<std::string>{"data wait", "forward", "backward", "optimizer",
+                                        "exposed comm", "other"};
+  std::ostringstream dat;
+  dat << "# label";
+  for (const auto& p : parts) dat << " " << p;
+  if (!memory) dat << " other_s";
+  dat << (memory ? "   (MiB)\n" : "   (ms)\n");
+  int bars = 0;
+  for (const ConfigRow* r : picked) {
+    double sum = 0.0;
+    bool any = false;
+    std::ostringstream line;
+    line << "\"" << label(*r) << "\"";
+    for (const auto& p : parts) {
+      double v = r->median(p);
+      any = any || !std::isnan(v);
+      v = std::isnan(v) ? 0.0 : v;
+      sum += v;
+      line << " " << num(memory ? v / kMiB : v * 1e3);
+    }
+    if (!memory) line << " " << num(std::max(0.0, r->median(schema::kStepTime) - sum) * 1e3);
+    if (!any) continue;
+    dat << line.str() << "\n";
+    ++bars;
+  }
+  if (bars == 0) {
+    fig.skip_reason = memory ? "no run recorded parameter/gradient/optimizer/activation bytes"
+                             : "no run recorded the step-time split";
+    return fig;
+  }
+  std::ofstream(dir + "/" + fig.name + ".dat") << dat.str();
+  std::ostringstream body;
+  body << "set title '" << fig.title << "'\n"
+       << "set style data histograms\nset style histogram rowstacked\n"
+       << "set style fill solid 0.85 border -1\nset boxwidth 0.6\nset yrange [0:*]\n"
+       << "set ylabel '" << (memory ? "MiB per rank" : "ms per step") << "'\n"
+       << "set xtics rotate by -20\n";
+  body << "plot ";
+  for (size_t i = 0; i < titles.size(); ++i) {
+    if (i) body << ", \\\n     ";
+    body << "'" << fig.name << ".dat' using " << i + 2 << (i == 0 ? ":xtic(1)" : "")
+         << " title " << gp_quote(titles[i]);
+  }
+  write_gnuplot_script(dir, fig.name, body.str());
+  fig.has_data = true;
+  return fig;
+}
+
+Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure("pipeline_bubble", "Pipeline bubble vs micro-batches",
+             "Measured pipeline bubble (idle fraction of wall time) against the number of "
+             "micro-batches m for each stage count p, with the theoretical (p-1)/(m+p-1) curves.");
+  std::map<int64_t, std::map<double, double>> by_p;
+  for (const auto& r : rows) {
+    const int64_t p = r.config_int("pp"), m = r.config_int("micro_batches");
+    if (p > 1 && m > 0 && !std::isnan(r.bubble_fraction)) by_p[p].emplace(double(m), r.bubble_fraction);
+  }
+  if (by_p.empty()) {
+    fig.skip_reason = "no pipeline run (pp > 1 with /pipeline bubble_fraction) among the inputs";
+    return fig;
+  }
+  std::vector<Series> series;
+  for (const auto& [p, pts] : by_p)
+    series.push_back({"pp=" + std::to_string(p) + " measured", {pts.begin(), pts.end()}});
+  write_series(dir + "/pipeline_bubble.dat", series, "micro_batches  bubble_fraction", false);
+  std::ostringstream body;
+  body << "set title 'Pipeline bubble vs micro-batches'\nset xlabel 'micro-batches m'\n"
+       << "set ylabel 'bubble fraction of wall time'\nset yrange [0:1]\nset xrange [0.5:*]\n"
+       << "set samples 200\nset offsets 0, 0.5, 0, 0\n" << series_plot("pipeline_bubble.dat", series, false);
+  size_t i = 0;
+  for (const auto& [p, pts] : by_p) {
+    body << ", \\\n     (" << p - 1 << ".0/(x+" << p - 1 << ")) with lines dt 2 lw 2 lc " << ++i
+         << " title 'theory (p-1)/(m+p-1), p=" << p << "'";
+  }
+  write_gnuplot_script(dir, "pipeline_bubble", body.str());
+  fig.has_data = true;
+  return fig;
+}
+
+Figure split_ablation(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure("split_ablation", "Pipeline split ablation",
+             "Global tokens/s of one pipeline configuration under each stage split (uniform by "
+             "layer count, params by trainable parameters, balanced by per-layer cost), with the "
+             "measured bubble in the bar label.");
+  std::vector<const ConfigRow*> pipe;
+  for (const auto& r : rows)
+    if (r.config_int("pp") > 1) pipe.push_back(&r);
+  std::vector<std::string> cols = config_columns();
+  cols.erase(std::find(cols.begin(), cols.end(), "pp_split"));
+  const auto slice = best_slice(pipe, cols, "pp_split");
+  std::set<std::string> splits;
+  for (const ConfigRow* r : slice) splits.insert(r->value("pp_split"));
+  if (splits.size() < 2) {
+    fig.skip_reason = "no pipeline configuration was measured with two or more stage splits";
+    return fig;
+  }
+  std::ofstream dat(dir + "/split_ablation.dat");
+  dat << "# split tokens_per_s bubble_percent\n";
+  for (const ConfigRow* r : slice)
+    dat << "\"" << r->value("pp_split") << "\" " << num(r->median(schema::kTokensPerS)) << " "
+        << num(100.0 * r->bubble_fraction) << "\n";
+  dat.close();
+  const ConfigRow& ref = *slice.front();
+  write_gnuplot_script(
+      dir, "split_ablation",
+      "set title 'Pipeline split ablation (" + ref.value("strategy") + ", pp=" + ref.value("pp") +
+          ", m=" + ref.value("micro_batches") + ", " + ref.value("pp_schedule") + ")'\n"
+          "set style data histograms\nset style fill solid 0.85 border -1\nset boxwidth 0.6\n"
+          "set yrange [0:*]\nset ylabel 'tokens/s (global)'\nset offsets 0, 0, graph 0.1, 0\n"
+          "plot 'split_ablation.dat' using 2:xtic(1) title 'tokens/s', \\\n"
+          "     '' using 0:2:(sprintf('bubble %.1f%%', $3)) with labels offset 0,1 notitle\n");
+  fig.has_data = true;
+  return fig;
+}
+
+Figure loss_curves(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure("loss_curves", "Loss curves",
+             "Training loss per step (mean over ranks and reruns) of each configuration, "
+             "overlaid: strategies of one model and data order should lie on top of each other.");
+  std::vector<Series> series;
+  for (const auto& r : rows) {
+    if (r.loss_curve.size() < 1 || series.size() >= kMaxLossCurves) continue;
+    Series s{label(r) + " T=" + r.value("seq_len") + " B=" + r.value("micro_batch"), {}};
+    for (const auto& [step, loss] : r.loss_curve) s.points.push_back({double(step), loss});
+    series.push_back(s);
+  }
+  if (series.empty()) {
+    fig.skip_reason = "no run recorded a loss";
+    return fig;
+  }
+  if (rows.size() > kMaxLossCurves)
+    fig.sentence += " Only the first " + std::to_string(kMaxLossCurves) +
+                    " configurations of the table are drawn.";
+  write_series(dir + "/loss_curves.dat", series, "step  loss", false);
+  write_gnuplot_script(dir, "loss_curves",
+                       "set title 'Training loss per step'\nset xlabel 'step'\n"
+                       "set ylabel 'loss (nats/token)'\n" +
+                           series_plot("loss_curves.dat", series, false));
+  fig.has_data = true;
+  return fig;
+}
+
+}  // namespace
+
+std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std::string& outdir) {
+  return {scaling(rows, outdir),           context(rows, outdir, false),
+          context(rows, outdir, true),     stacked(rows, outdir, true),
+          stacked(rows, outdir, false),    bubble(rows, outdir),
+          split_ablation(rows, outdir),    loss_curves(rows, outdir)};
+}
+
+}  // namespace hlp::analysis

@@ -1,0 +1,178 @@
+// hlp-analyze: result files (HDF5, one per job) -> configuration tables, gnuplot figures and
+// Perfetto traces. Serial; no MPI_Init (the reader uses serial HDF5).
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "analysis/aggregate.h"
+#include "analysis/report.h"
+#include "analysis/run_loader.h"
+#include "analysis/table_writer.h"
+#include "common/error.h"
+#include "metrics/trace_export.h"
+
+namespace po = boost::program_options;
+namespace an = hlp::analysis;
+
+namespace {
+
+const char* kUsage =
+    "hlp-analyze — turn HLP result files (one HDF5 file per hlp-train job) into a report.\n"
+    "\n"
+    "Usage:\n"
+    "  hlp-analyze table  DIR_OR_FILES... [--csv] [--warmup N] [--include-incomplete]\n"
+    "      One row per configuration on stdout (Markdown; CSV with --csv).\n"
+    "  hlp-analyze report DIR_OR_FILES... -o OUTDIR [--warmup N] [--include-incomplete]\n"
+    "      OUTDIR/table.md, table.csv, gnuplot figures (NAME.png, NAME.svg, editable NAME.gp +\n"
+    "      NAME.dat) and index.md embedding them. Needs gnuplot on PATH.\n"
+    "  hlp-analyze trace  FILE.h5 -o trace.json\n"
+    "      Chrome / Perfetto trace of one job (pid = rank; compute / comm / data lanes).\n"
+    "\n"
+    "Directories are searched recursively for *.h5. A configuration is everything that defines\n"
+    "the experiment (strategy, mesh dp/pp/tp, world size, device, model, pattern, LoRA rank,\n"
+    "sequence length, micro-batch, global batch, micro-batches, pipeline split and schedule,\n"
+    "precision, activation checkpointing, GDN mode) — not the seed, step count or paths. Reruns\n"
+    "of one configuration are combined: their steps after warm-up are pooled, and the `runs`\n"
+    "column counts them. Per step, ranks are reduced first (max for times and bytes, min for\n"
+    "tokens/s and MFU, mean for loss); medians and [min, max] are then over the pooled steps.\n"
+    "tokens/s is GLOBAL; tokens/s per device = global / world size; peak bytes = max over\n"
+    "ranks, steps and runs; exposed comm fraction = comm_exposed_s / step_time_s; MFU in both\n"
+    "conventions (model FLOPs 6N+mixing, executed FLOPs); bubble fraction from /pipeline.\n"
+    "\n"
+    "Truncated, corrupt, foreign or incomplete (complete = 0) files are reported on stderr in\n"
+    "one line each and skipped. No usable file at all is an error (exit 1).\n";
+
+struct Common {
+  std::vector<std::string> inputs;
+  int64_t warmup = 1;
+  bool include_incomplete = false;
+};
+
+po::options_description common_options(Common& c) {
+  po::options_description d("Options", 100);
+  d.add_options()("help,h", "print help and exit")(
+      "warmup", po::value<int64_t>(&c.warmup)->default_value(1),
+      "steps left out at the start of each run before medians (at least one step is kept)")(
+      "include-incomplete", po::bool_switch(&c.include_incomplete),
+      "also use runs with complete = 0 (killed jobs: every flushed step)");
+  return d;
+}
+
+po::variables_map parse(int argc, char** argv, po::options_description& visible,
+                        std::vector<std::string>& inputs) {
+  po::options_description hidden;
+  hidden.add_options()("inputs", po::value<std::vector<std::string>>(&inputs));
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description pos;
+  pos.add("inputs", -1);
+  po::variables_map vm;
+  try {
+    // argv[1] is the subcommand: parse from argv[1] on, treating it as the program name.
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw hlp::user_error(argv[1], ": ", e.what(), " (see hlp-analyze --help)");
+  }
+  return vm;
+}
+
+// Loads, reports skipped files on stderr, fails when nothing usable is left.
+std::vector<an::ConfigRow> load_and_aggregate(const Common& c, std::vector<an::Skip>* skipped_out) {
+  if (c.inputs.empty())
+    throw hlp::user_error("no inputs: give result directories or .h5 files (see hlp-analyze --help)");
+  if (c.warmup < 0) throw hlp::user_error("--warmup must be >= 0, got ", c.warmup);
+  const auto files = an::find_result_files(c.inputs);
+  auto loaded = an::load_runs(files, c.include_incomplete);
+  for (const auto& s : loaded.skipped) {
+    // The reader's messages already name the file; others get it prepended.
+    const bool named = s.reason.find(s.path) != std::string::npos;
+    std::cerr << "hlp-analyze: skipping " << (named ? "" : s.path + ": ") << s.reason << "\n";
+  }
+  if (loaded.runs.empty())
+    throw hlp::user_error("no usable result files among ", files.size(), " file(s) found in the inputs",
+                          files.empty() ? " (no *.h5 found; give result directories or .h5 files)"
+                                        : " (every file was skipped, see above)");
+  if (skipped_out) *skipped_out = loaded.skipped;
+  return an::aggregate(loaded.runs, c.warmup);
+}
+
+int cmd_table(int argc, char** argv) {
+  Common c;
+  bool csv = false;
+  auto d = common_options(c);
+  d.add_options()("csv", po::bool_switch(&csv), "CSV (every column, full precision) instead of Markdown");
+  auto vm = parse(argc, argv, d, c.inputs);
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << d;
+    return 0;
+  }
+  const auto rows = load_and_aggregate(c, nullptr);
+  if (csv) an::write_csv(std::cout, rows);
+  else an::write_markdown(std::cout, rows, c.warmup);
+  return 0;
+}
+
+int cmd_report(int argc, char** argv) {
+  Common c;
+  std::string outdir;
+  auto d = common_options(c);
+  d.add_options()("out,o", po::value<std::string>(&outdir), "output directory (created)");
+  auto vm = parse(argc, argv, d, c.inputs);
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << d;
+    return 0;
+  }
+  if (outdir.empty()) throw hlp::user_error("report: -o OUTDIR is required");
+  std::vector<an::Skip> skipped;
+  const auto rows = load_and_aggregate(c, &skipped);
+  const auto s = an::write_report(rows, skipped, outdir, c.warmup);
+  std::cerr << "hlp-analyze: wrote " << outdir << "/index.md (" << rows.size()
+            << " configurations, " << s.figures_rendered << " figures, " << s.figures_skipped
+            << " skipped for lack of data)\n";
+  return 0;
+}
+
+int cmd_trace(int argc, char** argv) {
+  std::string out;
+  std::vector<std::string> inputs;
+  po::options_description d("Options", 100);
+  d.add_options()("help,h", "print help and exit")("out,o", po::value<std::string>(&out),
+                                                     "trace JSON to write");
+  auto vm = parse(argc, argv, d, inputs);
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << d;
+    return 0;
+  }
+  if (inputs.size() != 1) throw hlp::user_error("trace: give exactly one FILE.h5 (got ", inputs.size(), ")");
+  if (out.empty()) throw hlp::user_error("trace: -o trace.json is required");
+  const auto stats = hlp::metrics::export_chrome_trace(inputs[0], out);
+  std::cerr << "hlp-analyze: wrote " << out << " (" << stats.complete_events << " events, "
+            << stats.counter_events << " counters); open it in https://ui.perfetto.dev\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd.empty() || cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::cout << kUsage;
+      return cmd.empty() ? 1 : 0;
+    }
+    if (cmd == "table") return cmd_table(argc, argv);
+    if (cmd == "report") return cmd_report(argc, argv);
+    if (cmd == "trace") return cmd_trace(argc, argv);
+    throw hlp::user_error("unknown command '", cmd, "': use table, report or trace (hlp-analyze --help)");
+  } catch (const hlp::UserError& e) {
+    std::cerr << "hlp-analyze: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "hlp-analyze: internal error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,220 @@
+#include "analysis/run_loader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "common/error.h"
+#include "metrics/result_reader.h"
+#include "metrics/schema.h"
+
+namespace hlp::analysis {
+namespace fs = std::filesystem;
+namespace schema = metrics::schema;
+
+std::string RunData::key() const {
+  std::string k;
+  for (const auto& c : config_columns()) {
+    auto it = config.find(c);
+    k += (it == config.end() ? "?" : it->second);
+    k += '\x1f';
+  }
+  return k;
+}
+
+int64_t RunData::config_int(const std::string& column) const {
+  auto it = config.find(column);
+  if (it == config.end()) return -1;
+  try {
+    size_t used = 0;
+    const int64_t v = std::stoll(it->second, &used);
+    return used == it->second.size() ? v : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+std::vector<std::string> find_result_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> found;
+      for (auto it = fs::recursive_directory_iterator(
+               in, fs::directory_options::skip_permission_denied, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->is_regular_file(ec) && it->path().extension() == ".h5")
+          found.push_back(it->path().string());
+      }
+      if (ec) throw user_error("cannot list directory '", in, "': ", ec.message());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(in, ec)) {
+      files.push_back(in);
+    } else {
+      throw user_error("input '", in, "' does not exist (give result directories or .h5 files)");
+    }
+  }
+  return files;
+}
+
+std::map<std::string, std::string> parse_ini(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  auto trim = [](std::string s) {
+    const auto b = s.find_first_not_of(" \t\r");
+    const auto e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  while (std::getline(in, line)) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';' || line[0] == '[') continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return out;
+}
+
+const std::vector<std::string>& analysed_metrics() {
+  static const std::vector<std::string> m = {
+      schema::kLoss,         schema::kStepTime,      schema::kTokensPerS,
+      schema::kDataWait,     schema::kForward,       schema::kBackward,
+      schema::kOptimizer,    schema::kCommExposed,   schema::kCommBytes,
+      schema::kPeakBytes,    schema::kParamBytes,    schema::kGradBytes,
+      schema::kOptimizerBytes, schema::kActivationBytes, schema::kMfuModel,
+      schema::kMfuExecuted};
+  return m;
+}
+
+RankReduction reduction_for(const std::string& metric) {
+  if (metric == schema::kTokensPerS || metric == schema::kTokensPerSPerDevice ||
+      metric == schema::kMfu || metric == schema::kMfuModel || metric == schema::kMfuExecuted)
+    return RankReduction::Min;
+  if (metric == schema::kLoss || metric == schema::kLr || metric == schema::kGradNorm)
+    return RankReduction::Mean;
+  return RankReduction::Max;  // *_s, *_bytes
+}
+
+namespace {
+
+// StepMatrix [ranks, steps] -> [steps], NaN-aware.
+std::vector<double> reduce_over_ranks(const metrics::StepMatrix& m, RankReduction how) {
+  std::vector<double> out(static_cast<size_t>(m.steps), std::numeric_limits<double>::quiet_NaN());
+  for (int64_t s = 0; s < m.steps; ++s) {
+    double acc = 0.0;
+    int64_t n = 0;
+    for (int64_t r = 0; r < m.ranks; ++r) {
+      const double v = m.at(r, s);
+      if (std::isnan(v)) continue;
+      if (n == 0) acc = v;
+      else if (how == RankReduction::Max) acc = std::max(acc, v);
+      else if (how == RankReduction::Min) acc = std::min(acc, v);
+      else acc += v;
+      ++n;
+    }
+    if (n > 0) out[static_cast<size_t>(s)] = how == RankReduction::Mean ? acc / double(n) : acc;
+  }
+  return out;
+}
+
+std::string ini_value(const std::map<std::string, std::string>& ini, const std::string& key) {
+  auto it = ini.find(key);
+  return it == ini.end() || it->second.empty() ? "?" : it->second;
+}
+
+RunData load_one(const std::string& path) {
+  metrics::ResultReader reader(path);
+  RunData run;
+  run.path = path;
+  run.complete = reader.complete();
+  const auto ini = parse_ini(reader.has_attr(schema::kAttrConfig)
+                                 ? reader.attr_string(schema::kAttrConfig)
+                                 : std::string());
+  auto& c = run.config;
+  c["strategy"] = reader.attr_string(schema::kAttrStrategy);
+  std::vector<int64_t> mesh = {reader.world_size(), 1, 1};
+  if (reader.has_attr(schema::kAttrMesh)) mesh = reader.attr_ints(schema::kAttrMesh);
+  if (mesh.size() != 3) throw user_error("'", path, "': mesh attribute has ", mesh.size(),
+                                         " entries, expected 3 (dp, pp, tp)");
+  c["dp"] = std::to_string(mesh[0]);
+  c["pp"] = std::to_string(mesh[1]);
+  c["tp"] = std::to_string(mesh[2]);
+  c["world_size"] = std::to_string(reader.world_size());
+  c["device"] = reader.has_attr(schema::kAttrDevice) ? reader.attr_string(schema::kAttrDevice) : "?";
+  const auto model = reader.model();
+  c["model"] = model && !model->name.empty() ? model->name : ini_value(ini, "model");
+  if (c["model"] == "?") c["model"] = ini_value(ini, "preset");
+  c["pattern"] = model && !model->pattern.empty() ? model->pattern : ini_value(ini, "pattern");
+  c["lora_rank"] = ini_value(ini, "lora-rank");
+  c["seq_len"] = ini_value(ini, "seq-len");
+  c["micro_batch"] = ini_value(ini, "micro-batch");
+  c["global_batch"] = ini_value(ini, "global-batch");
+  c["micro_batches"] = ini_value(ini, "micro-batches");
+  const auto pipeline = reader.pipeline();
+  // Micro-batches 0 means "derived": G / (dp * B).
+  if (c["micro_batches"] == "0" && run.config_int("global_batch") > 0 &&
+      run.config_int("micro_batch") > 0)
+    c["micro_batches"] = std::to_string(run.config_int("global_batch") /
+                                        (mesh[0] * run.config_int("micro_batch")));
+  if (pipeline && pipeline->micro_batches > 0)
+    c["micro_batches"] = std::to_string(pipeline->micro_batches);
+  // Split and schedule mean something only for a pipeline: "-" otherwise, so that runs that
+  // differ only in an unused default are one configuration.
+  if (mesh[1] > 1 || pipeline) {
+    c["pp_split"] = pipeline && !pipeline->split.empty() ? pipeline->split : ini_value(ini, "pp-split");
+    c["pp_schedule"] =
+        pipeline && !pipeline->schedule.empty() ? pipeline->schedule : ini_value(ini, "pp-schedule");
+  } else {
+    c["pp_split"] = "-";
+    c["pp_schedule"] = "-";
+  }
+  c["precision"] = ini_value(ini, "precision");
+  c["act_ckpt"] = ini_value(ini, "activation-checkpointing");
+  c["gdn_mode"] = ini_value(ini, "gdn-mode");
+  if (pipeline) {
+    run.bubble_fraction = pipeline->bubble_fraction;
+    run.bubble_fraction_theory = pipeline->bubble_fraction_theory;
+  }
+
+  run.step_numbers = reader.step_numbers();
+  for (const auto& metric : analysed_metrics()) {
+    if (!reader.has_step_metric(metric)) continue;
+    auto m = reader.steps(metric);
+    if (m.steps != static_cast<int64_t>(run.step_numbers.size()))
+      throw user_error("'", path, "': /steps/", metric, " has ", m.steps, " steps but /steps/step has ",
+                       run.step_numbers.size(), " (damaged file)");
+    run.per_step[metric] = reduce_over_ranks(m, reduction_for(metric));
+  }
+  if (run.step_numbers.empty())
+    throw user_error("'", path, "' holds no steps (the job ended before its first flush)");
+  return run;
+}
+
+}  // namespace
+
+LoadResult load_runs(const std::vector<std::string>& files, bool include_incomplete) {
+  LoadResult out;
+  for (const auto& path : files) {
+    try {
+      RunData run = load_one(path);
+      if (!run.complete && !include_incomplete) {
+        out.skipped.push_back({path, "incomplete run (complete = 0: killed or still running); "
+                                     "use --include-incomplete to include it"});
+        continue;
+      }
+      out.runs.push_back(std::move(run));
+    } catch (const std::exception& e) {
+      // ResultReader messages already name the file; keep one line.
+      std::string why = e.what();
+      std::replace(why.begin(), why.end(), '\n', ' ');
+      out.skipped.push_back({path, why});
+    }
+  }
+  return out;
+}
+
+}  // namespace hlp::analysis

@@ -1,0 +1,71 @@
+#pragma once
+// Finding result files and loading each one into a RunData: the configuration that identifies
+// it (root attributes + the resolved INI in `config`) and its per-step metrics reduced over
+// ranks. A file that cannot be used (truncated, corrupt, foreign, incomplete) becomes a Skip
+// with a one-line reason instead of an error: one bad job must not spoil a sweep's report.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hlp::analysis {
+
+// The columns that identify a configuration, in table order. Runs with equal values in all of
+// them are reruns of one configuration and are combined. Seed, step count, output path, data
+// path and checkpointing do NOT identify a configuration.
+inline const std::vector<std::string>& config_columns() {
+  static const std::vector<std::string> cols = {
+      "strategy", "dp", "pp", "tp", "world_size", "device", "model", "pattern", "lora_rank",
+      "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split", "pp_schedule",
+      "precision", "act_ckpt", "gdn_mode"};
+  return cols;
+}
+
+struct RunData {
+  std::string path;
+  bool complete = false;
+  std::map<std::string, std::string> config;  // config_columns() -> value ("-" if n/a, "?" unknown)
+  // metric -> [steps] in file order, each value reduced over ranks (see reduce_over_ranks()).
+  std::map<std::string, std::vector<double>> per_step;
+  std::vector<int64_t> step_numbers;              // [steps]
+  std::optional<double> bubble_fraction;          // /pipeline, measured
+  std::optional<double> bubble_fraction_theory;   // /pipeline, (p-1)/(m+p-1)
+
+  std::string key() const;  // the config values joined: equal keys = one configuration
+  int64_t config_int(const std::string& column) const;  // -1 when not a number
+};
+
+struct Skip {
+  std::string path;
+  std::string reason;  // one line
+};
+
+struct LoadResult {
+  std::vector<RunData> runs;
+  std::vector<Skip> skipped;
+};
+
+// Every *.h5 under each directory (recursively, sorted) and every file given directly.
+// A path that does not exist is a UserError (a typo, not a bad job).
+std::vector<std::string> find_result_files(const std::vector<std::string>& inputs);
+
+// Loads each file; incomplete runs (complete = 0) are skipped unless include_incomplete.
+LoadResult load_runs(const std::vector<std::string>& files, bool include_incomplete);
+
+// The parsed `key = value` lines of an INI text ("[section]" headers are dropped, so
+// "[run] steps = 3" gives "steps"; '#' and ';' start comments).
+std::map<std::string, std::string> parse_ini(const std::string& text);
+
+// How one step's values over ranks become one value (NaN ignored; NaN if all are NaN):
+//   max  — times and bytes: the slowest / fullest rank defines the step
+//   min  — tokens_per_s*, mfu*: each rank divides the global work by its own step time, so the
+//          minimum is global work / slowest rank's time
+//   mean — loss and the rest
+enum class RankReduction { Max, Min, Mean };
+RankReduction reduction_for(const std::string& metric);
+
+// The step metrics the analysis reads (others are ignored).
+const std::vector<std::string>& analysed_metrics();
+
+}  // namespace hlp::analysis

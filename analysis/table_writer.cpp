@@ -1,0 +1,156 @@
+#include "analysis/table_writer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+#include "metrics/schema.h"
+
+namespace hlp::analysis {
+namespace schema = metrics::schema;
+namespace {
+
+struct MetricColumn {
+  std::string csv_name;
+  std::function<double(const ConfigRow&)> value;
+};
+
+double stat_field(const ConfigRow& r, const std::string& metric, int which) {
+  auto it = r.stats.find(metric);
+  if (it == r.stats.end() || it->second.n == 0) return std::nan("");
+  return which == 0 ? it->second.median : which == 1 ? it->second.min : it->second.max;
+}
+
+const std::vector<MetricColumn>& metric_columns() {
+  static const std::vector<MetricColumn> cols = [] {
+    std::vector<MetricColumn> c;
+    auto triple = [&](const std::string& m) {
+      c.push_back({m + "_median", [m](const ConfigRow& r) { return stat_field(r, m, 0); }});
+      c.push_back({m + "_min", [m](const ConfigRow& r) { return stat_field(r, m, 1); }});
+      c.push_back({m + "_max", [m](const ConfigRow& r) { return stat_field(r, m, 2); }});
+    };
+    auto median = [&](const std::string& m) {
+      c.push_back({m + "_median", [m](const ConfigRow& r) { return stat_field(r, m, 0); }});
+    };
+    triple(schema::kStepTime);
+    triple(schema::kTokensPerS);
+    c.push_back({"tokens_per_s_per_device_median", [](const ConfigRow& r) {
+                   return stat_field(r, schema::kTokensPerS, 0) / double(r.world_size());
+                 }});
+    c.push_back({"peak_bytes_max", [](const ConfigRow& r) { return r.peak_bytes_max; }});
+    for (const char* m : {schema::kParamBytes, schema::kGradBytes, schema::kOptimizerBytes,
+                          schema::kActivationBytes})
+      median(m);
+    for (const char* m : {schema::kDataWait, schema::kForward, schema::kBackward,
+                          schema::kOptimizer, schema::kCommExposed})
+      median(m);
+    c.push_back({"comm_exposed_fraction", [](const ConfigRow& r) { return r.comm_exposed_fraction; }});
+    median(schema::kCommBytes);
+    median(schema::kMfuModel);
+    median(schema::kMfuExecuted);
+    c.push_back({"bubble_fraction", [](const ConfigRow& r) { return r.bubble_fraction; }});
+    c.push_back({"bubble_fraction_theory", [](const ConfigRow& r) { return r.bubble_fraction_theory; }});
+    c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
+    return c;
+  }();
+  return cols;
+}
+
+std::string fmt(const char* f, double v) {
+  if (std::isnan(v)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+std::string md_or_dash(const std::string& s) { return s.empty() ? "–" : s; }
+
+}  // namespace
+
+const std::vector<std::string>& csv_metric_columns() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& c : metric_columns()) n.push_back(c.csv_name);
+    return n;
+  }();
+  return names;
+}
+
+void write_csv(std::ostream& out, const std::vector<ConfigRow>& rows) {
+  std::string header;
+  for (const auto& c : config_columns()) header += c + ",";
+  header += "runs,incomplete_runs,steps_used";
+  for (const auto& c : metric_columns()) header += "," + c.csv_name;
+  out << header << "\n";
+  for (const auto& r : rows) {
+    for (const auto& c : config_columns()) out << csv_cell(r.value(c)) << ",";
+    out << r.runs << "," << r.incomplete_runs << "," << r.steps_used;
+    for (const auto& c : metric_columns()) out << "," << fmt("%.10g", c.value(r));
+    out << "\n";
+  }
+}
+
+void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64_t warmup_steps) {
+  // Configuration columns equal in every row go to one line above the table.
+  std::vector<std::string> varying, common;
+  for (const auto& c : config_columns()) {
+    bool same = true;
+    for (const auto& r : rows) same = same && r.value(c) == rows.front().value(c);
+    (same && rows.size() > 1 ? common : varying).push_back(c);
+  }
+  if (!common.empty()) {
+    out << "Common to all rows:";
+    for (size_t i = 0; i < common.size(); ++i)
+      out << (i ? ", " : " ") << common[i] << " = " << rows.front().value(common[i]);
+    out << "\n\n";
+  }
+  out << "Medians over the steps after the first " << warmup_steps
+      << " of each run, reruns pooled; [min–max] over those steps. tok/s is global; "
+         "tok/s/dev = global / world size; peak = max over ranks and steps.\n\n";
+  const std::vector<std::string> metric_headers = {
+      "runs", "steps", "step time ms [min–max]", "tok/s [min–max]", "tok/s/dev", "peak MiB",
+      "params MiB", "grads MiB", "optim MiB", "activ. MiB", "exposed comm %", "MFU model %",
+      "MFU exec %", "bubble %", "final loss"};
+  out << "|";
+  for (const auto& c : varying) out << " " << c << " |";
+  for (const auto& h : metric_headers) out << " " << h << " |";
+  out << "\n|";
+  for (size_t i = 0; i < varying.size(); ++i) out << "---|";
+  for (size_t i = 0; i < metric_headers.size(); ++i) out << "---:|";
+  out << "\n";
+  constexpr double kMiB = 1024.0 * 1024.0;
+  for (const auto& r : rows) {
+    out << "|";
+    for (const auto& c : varying) out << " " << r.value(c) << " |";
+    auto cell = [&](const std::string& s) { out << " " << md_or_dash(s) << " |"; };
+    cell(std::to_string(r.runs) + (r.incomplete_runs ? " (" + std::to_string(r.incomplete_runs) + " incomplete)" : ""));
+    cell(std::to_string(r.steps_used));
+    const auto st = r.stats.count(schema::kStepTime) ? r.stats.at(schema::kStepTime) : Stat{};
+    cell(st.n ? fmt("%.1f", st.median * 1e3) + " [" + fmt("%.1f", st.min * 1e3) + "–" +
+                    fmt("%.1f", st.max * 1e3) + "]"
+              : "");
+    const auto tp = r.stats.count(schema::kTokensPerS) ? r.stats.at(schema::kTokensPerS) : Stat{};
+    cell(tp.n ? fmt("%.0f", tp.median) + " [" + fmt("%.0f", tp.min) + "–" + fmt("%.0f", tp.max) + "]"
+              : "");
+    cell(tp.n ? fmt("%.0f", tp.median / double(r.world_size())) : "");
+    cell(fmt("%.2f", r.peak_bytes_max / kMiB));
+    for (const char* m : {schema::kParamBytes, schema::kGradBytes, schema::kOptimizerBytes,
+                          schema::kActivationBytes})
+      cell(fmt("%.2f", r.median(m) / kMiB));
+    cell(fmt("%.1f", 100.0 * r.comm_exposed_fraction));
+    cell(fmt("%.2f", 100.0 * r.median(schema::kMfuModel)));
+    cell(fmt("%.2f", 100.0 * r.median(schema::kMfuExecuted)));
+    cell(fmt("%.1f", 100.0 * r.bubble_fraction));
+    cell(fmt("%.4f", r.final_loss));
+    out << "\n";
+  }
+}
+
+}  // namespace hlp::analysis

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""Runs `hlp-analyze report INPUT -o OUTDIR` and checks that every expected figure exists as a
+valid PNG and SVG (+ its .gp script and .dat data), that index.md embeds each one and notes the
+skipped ones, and that the tables were written. Optionally checks `trace` on one file, and that a
+missing gnuplot is a clear error.
+Usage: check_report.py HLP_ANALYZE INPUT OUTDIR --figures a,b,c --skipped d,e [--trace FILE.h5]"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+ap = argparse.ArgumentParser()
+ap.add_argument("analyze")
+ap.add_argument("input")
+ap.add_argument("outdir")
+ap.add_argument("--figures", default="")
+ap.add_argument("--skipped", default="")
+ap.add_argument("--trace", default="")
+args = ap.parse_args()
+failures = 0
+
+
+def expect(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+shutil.rmtree(args.outdir, ignore_errors=True)
+p = subprocess.run([args.analyze, "report", args.input, "-o", args.outdir],
+                   capture_output=True, text=True, timeout=100)
+expect(p.returncode == 0, f"report exit {p.returncode}: {p.stderr}")
+print(p.stderr.strip())
+index_path = os.path.join(args.outdir, "index.md")
+index = open(index_path).read() if os.path.exists(index_path) else ""
+expect(index != "", "index.md written")
+for t in ("table.md", "table.csv"):
+    expect(os.path.getsize(os.path.join(args.outdir, t)) > 0 if os.path.exists(os.path.join(args.outdir, t)) else False, t)
+    expect(f"]({t})" in index, f"index links {t}")
+
+for name in filter(None, args.figures.split(",")):
+    png = os.path.join(args.outdir, name + ".png")
+    svg = os.path.join(args.outdir, name + ".svg")
+    if not (os.path.exists(png) and os.path.exists(svg)):
+        expect(False, f"{name}: png and svg exist")
+        continue
+    with open(png, "rb") as f:
+        expect(f.read(8) == b"\x89PNG\r\n\x1a\n", f"{name}.png has the PNG signature")
+    expect(os.path.getsize(png) > 2000, f"{name}.png is not empty")
+    try:
+        root = ET.parse(svg).getroot()
+        expect(root.tag.endswith("svg"), f"{name}.svg root is <svg>")
+    except ET.ParseError as e:
+        expect(False, f"{name}.svg parses as XML: {e}")
+    for ext in (".gp", ".dat"):
+        expect(os.path.exists(os.path.join(args.outdir, name + ext)), f"{name}{ext} kept for re-rendering")
+    expect(f"]({name}.png)" in index and f"({name}.svg)" in index, f"index.md embeds {name}")
+    expect(f"Skipped (`{name}`)" not in index, f"{name} not marked skipped")
+
+for name in filter(None, args.skipped.split(",")):
+    expect(f"*Skipped (`{name}`)" in index, f"index.md notes that {name} was skipped")
+    expect(not os.path.exists(os.path.join(args.outdir, name + ".png")), f"no {name}.png")
+
+# The re-render path a person uses: gnuplot NAME.gp inside OUTDIR.
+first = next(iter(filter(None, args.figures.split(","))), None)
+if first:
+    os.remove(os.path.join(args.outdir, first + ".png"))
+    r = subprocess.run(["gnuplot", first + ".gp"], cwd=args.outdir, capture_output=True, text=True)
+    expect(r.returncode == 0 and os.path.exists(os.path.join(args.outdir, first + ".png")),
+           f"gnuplot {first}.gp re-renders: {r.stderr}")
+
+# gnuplot missing: a clear error, not a crash.
+env = dict(os.environ, PATH="/nonexistent")
+r = subprocess.run([os.path.abspath(args.analyze), "report", args.input, "-o", args.outdir + "-nognuplot"],
+                   capture_output=True, text=True, env=env, timeout=60)
+expect(r.returncode == 1 and "gnuplot is not on PATH" in r.stderr, f"missing gnuplot: {r.returncode} {r.stderr}")
+
+if args.trace:
+    out = os.path.join(args.outdir, "trace.json")
+    r = subprocess.run([args.analyze, "trace", args.trace, "-o", out], capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 0, f"trace exit {r.returncode}: {r.stderr}")
+    doc = json.load(open(out)) if os.path.exists(out) else {}
+    events = doc.get("traceEvents", [])
+    expect(any(e.get("ph") == "X" for e in events), "trace has complete events")
+    expect({e.get("pid") for e in events if e.get("ph") == "X"} == {0, 1}, "trace: one pid per rank (2)")
+
+print(f"check_report: {failures} failure(s)")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,231 @@
+// Writes result files with KNOWN values through the real ResultWriter, for the table / report
+// tests (check_table.py holds the expected numbers; keep both in sync), and many small files
+// for the 1,000-file benchmark. Run under `mpiexec -n 2`.
+//   write_fixtures known DIR          the known-value set (2-rank files, a 1-rank file via
+//                                     MPI_COMM_SELF, pipeline files, one incomplete file)
+//   write_fixtures many DIR N         N small 1-rank files (rank r writes every r-th), 8 steps
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "metrics/result_writer.h"
+#include "metrics/schema.h"
+
+namespace m = hlp::metrics;
+namespace schema = hlp::metrics::schema;
+
+namespace {
+
+struct Spec {
+  std::string path;
+  std::string strategy = "ddp";
+  std::array<int64_t, 3> mesh{2, 1, 1};
+  int64_t seq_len = 64;
+  int64_t seed = 1;
+  std::string pp_split = "balanced";
+  int64_t micro_batches = 0;
+  // metric -> [rank][step]; a metric given for one rank only is used for every rank.
+  std::map<std::string, std::vector<std::vector<double>>> values;
+  bool finish = true;
+  bool pipeline = false;
+  double bubble = 0.0, bubble_theory = 0.0;
+};
+
+std::string config_ini(const Spec& s) {
+  return "# test configuration\nstrategy = " + s.strategy + "\ntp = " + std::to_string(s.mesh[2]) +
+         "\npp = " + std::to_string(s.mesh[1]) + "\npp-split = " + s.pp_split +
+         "\npp-schedule = 1f1b\nmicro-batches = " + std::to_string(s.micro_batches) +
+         "\nmodel = tiny\npattern = \nlora-rank = 8\nseq-len = " + std::to_string(s.seq_len) +
+         "\nmicro-batch = 2\nglobal-batch = 4\nseed = " + std::to_string(s.seed) +
+         "\nprecision = fp32\nactivation-checkpointing = false\ngdn-mode = chunked\nout = " + s.path + "\n";
+}
+
+// Collective over comm.
+void write(MPI_Comm comm, const Spec& s) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  m::RunInfo info;
+  info.strategy = s.strategy;
+  info.mesh = s.mesh;
+  info.config_ini = config_ini(s);
+  info.libtorch_version = "none";
+  info.peak_flops_per_device = 1e9;
+  info.peak_flops_source = "test";
+  m::WriterOptions opt;
+  opt.flush_every_steps = 2;
+  opt.collective_writes = false;
+  m::ResultWriter w(comm, s.path, info, opt);
+  m::ModelInfo model;
+  model.name = "tiny";
+  model.pattern = "GGAS";
+  model.params_total = 1000;
+  model.params_trainable = 10;
+  model.flops_per_token = 6000;
+  model.flops_per_token_executed = 4000;
+  w.write_model(model, 1000);
+  size_t steps = 0;
+  for (const auto& [name, per_rank] : s.values) steps = std::max(steps, per_rank.front().size());
+  for (size_t step = 0; step < steps; ++step) {
+    m::StepRecord row;
+    row.step = static_cast<int64_t>(step);
+    for (const auto& [name, per_rank] : s.values) {
+      const auto& v = per_rank.size() > static_cast<size_t>(rank) ? per_rank[rank] : per_rank[0];
+      row.values[name] = v[step];
+    }
+    w.append_step(row);
+  }
+  w.flush();
+  if (s.pipeline) {
+    m::PipelineInfo p;
+    p.stage_first_layer = {0, 2};
+    p.stage_cost = {1.0, 1.0};
+    p.bubble_fraction = s.bubble;
+    p.bubble_fraction_theory = s.bubble_theory;
+    p.schedule = "1f1b";
+    p.split = s.pp_split;
+    p.micro_batches = s.micro_batches;
+    w.write_pipeline(p);
+  }
+  if (s.finish) w.finish();
+}
+
+std::vector<std::vector<double>> same(std::vector<double> v) { return {v}; }
+
+// Memory parts and MFU every known file shares.
+void add_common(Spec& s, size_t steps) {
+  auto c = [&](double x) { return same(std::vector<double>(steps, x)); };
+  s.values[schema::kParamBytes] = c(100);
+  s.values[schema::kGradBytes] = c(10);
+  s.values[schema::kOptimizerBytes] = c(20);
+  s.values[schema::kActivationBytes] = c(1000);
+  s.values[schema::kForward] = c(0.25);
+  s.values[schema::kBackward] = c(0.5);
+  if (!s.values.count(schema::kLoss)) s.values[schema::kLoss] = c(2.0);
+  if (!s.values.count(schema::kPeakBytes)) s.values[schema::kPeakBytes] = c(2000);
+  if (!s.values.count(schema::kTokensPerS)) s.values[schema::kTokensPerS] = c(1000);
+}
+
+void write_known(const std::string& dir) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // A: ddp, seq 64, 5 steps, ranks differ (max/min/mean over ranks tested).
+  Spec a;
+  a.path = dir + "/sub1/ddp_a.h5";
+  a.values[schema::kStepTime] = {{9, 1, 3, 2, 5}, {8, 2, 1, 4, 4}};
+  a.values[schema::kTokensPerS] = {{1, 100, 300, 200, 500}, {2, 150, 250, 100, 400}};
+  a.values[schema::kPeakBytes] = {{5000, 1000, 1100, 1200, 1300}, {10, 1500, 900, 800, 700}};
+  a.values[schema::kCommExposed] = {{1, 1, 1.5, 1, 2.5}, {0, 0.5, 0.5, 1, 1}};
+  a.values[schema::kLoss] = {{4, 3, 2, 1, 0.5}, {6, 5, 4, 3, 1.5}};
+  a.values[schema::kMfuModel] = {{0.5, 0.5, 0.5, 0.5, 0.5}, {0.4, 0.4, 0.4, 0.4, 0.4}};
+  add_common(a, 5);
+  write(MPI_COMM_WORLD, a);
+  // B: a rerun of A's configuration (other seed, other path, deeper directory), 3 steps.
+  Spec b;
+  b.path = dir + "/sub2/deeper/ddp_b.h5";
+  b.seed = 2;
+  b.values[schema::kStepTime] = same({7, 6, 7});
+  b.values[schema::kTokensPerS] = same({1, 50, 60});
+  b.values[schema::kPeakBytes] = same({9999, 1400, 1600});
+  b.values[schema::kCommExposed] = same({0, 0.6, 0.7});
+  b.values[schema::kLoss] = same({3, 2, 1.5});
+  b.values[schema::kMfuModel] = same({0.3, 0.3, 0.3});
+  add_common(b, 3);
+  write(MPI_COMM_WORLD, b);
+  // C: fsdp, otherwise A's configuration.
+  Spec c;
+  c.path = dir + "/fsdp.h5";
+  c.strategy = "fsdp";
+  c.values[schema::kStepTime] = same({10, 1, 2, 3});
+  add_common(c, 4);
+  write(MPI_COMM_WORLD, c);
+  // D: ddp at seq 128, 2 steps.
+  Spec d;
+  d.path = dir + "/ddp_seq128.h5";
+  d.seq_len = 128;
+  d.values[schema::kStepTime] = same({5, 4});
+  add_common(d, 2);
+  write(MPI_COMM_WORLD, d);
+  // P1..P3: pipelines (pp = 2), two splits at m = 4, one more m.
+  for (int i = 0; i < 3; ++i) {
+    Spec p;
+    p.strategy = "pp";
+    p.mesh = {1, 2, 1};
+    p.pipeline = true;
+    p.pp_split = i == 1 ? "uniform" : "balanced";
+    p.micro_batches = i == 2 ? 8 : 4;
+    p.bubble = i == 0 ? 0.25 : i == 1 ? 0.3 : 0.15;
+    p.bubble_theory = 1.0 / double(p.micro_batches + 1);
+    p.path = dir + "/pp/pp_" + p.pp_split + "_m" + std::to_string(p.micro_batches) + ".h5";
+    p.values[schema::kStepTime] = same({1, 1, 1});
+    p.values[schema::kTokensPerS] = same({10, 800 + 100.0 * i, 800 + 100.0 * i});
+    add_common(p, 3);
+    write(MPI_COMM_WORLD, p);
+  }
+  // I: incomplete (no finish): complete = 0.
+  Spec inc;
+  inc.path = dir + "/incomplete.h5";
+  inc.seq_len = 256;
+  inc.finish = false;
+  inc.values[schema::kStepTime] = same({3, 3, 3});
+  add_common(inc, 3);
+  write(MPI_COMM_WORLD, inc);
+  // S: a 1-rank run written by rank 0 alone (MPI_COMM_SELF).
+  if (rank == 0) {
+    Spec s;
+    s.path = dir + "/single.h5";
+    s.strategy = "single";
+    s.mesh = {1, 1, 1};
+    s.values[schema::kStepTime] = same({3, 2, 1});
+    add_common(s, 3);
+    write(MPI_COMM_SELF, s);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// N small 1-rank files, 8 steps each, 4 strategies x seq lens x reruns.
+void write_many(const std::string& dir, int n) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const char* strategies[] = {"single", "ddp", "fsdp", "fsdp2"};
+  for (int i = rank; i < n; i += world) {
+    Spec s;
+    s.strategy = strategies[i % 4];
+    s.mesh = {1, 1, 1};
+    s.seq_len = 32 << ((i / 4) % 5);
+    s.seed = i;
+    s.path = dir + "/job" + std::to_string(i / 100) + "/run" + std::to_string(i) + ".h5";
+    std::vector<double> t(8);
+    for (int k = 0; k < 8; ++k) t[k] = 0.1 + 0.01 * ((i * 7 + k * 3) % 11);
+    s.values[schema::kStepTime] = same(t);
+    add_common(s, 8);
+    write(MPI_COMM_SELF, s);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  try {
+    const std::string mode = argc > 2 ? argv[1] : "";
+    if (mode == "known") write_known(argv[2]);
+    else if (mode == "many" && argc > 3) write_many(argv[2], std::stoi(argv[3]));
+    else throw hlp::user_error("usage: write_fixtures known DIR | many DIR N");
+  } catch (const std::exception& e) {
+    std::cerr << "write_fixtures: " << e.what() << "\n";
+    status = 1;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return status;
+}
