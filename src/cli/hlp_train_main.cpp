@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto world = hlp::comm::init_mpi_world(argc, argv, {args.config.comm_timeout_s});
+  int exit_code = 0;
   try {
-    hlp::cli::run_train_job(args.config, world);
+    exit_code = hlp::cli::run_train_job(args.config, world);
   } catch (const hlp::UserError& e) {
     // Usually every rank fails alike (config, data); rank 0 speaks and ends the job. A rank
     // failing alone ends it too, after giving rank 0 a moment to speak first.
@@ -43,5 +44,5 @@ int main(int argc, char** argv) {
                          1);
   }
   hlp::comm::finalize();
-  return 0;
+  return exit_code;
 }

@@ -15,11 +15,12 @@
 #include "metrics/schema.h"
 #include "metrics/torch_info.h"
 #include "model/accounting.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace hlp::cli {
 
-void run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Communicator> world) {
+int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Communicator> world) {
   namespace schema = metrics::schema;
   metrics::CpuAllocatorCounter::install();  // before the model exists, so every tensor counts
   const int rank = world->rank(), ranks = world->size();
@@ -93,7 +94,12 @@ void run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commu
     metrics::fill_throughput_metrics(m, double(r.tokens_global), r.step_time_s, ranks,
                                      flops_model, flops_executed, peak.flops_per_s);
     recorder->record_step(r.step, m);
-    if (writer) writer->append(*recorder);
+    if (writer) {
+      writer->append(*recorder);
+    } else {  // nothing to write them to: drop them so memory stays flat
+      recorder->take_events();
+      recorder->take_steps();
+    }
     metrics::CpuAllocatorCounter::reset_peak();
     if (rank == 0) {
       const double elapsed = now_s() - t_start;
@@ -107,13 +113,25 @@ void run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commu
     }
   };
 
-  train::train(config, world, hooks);
-  if (writer) {
+  const auto outcome = train::train(config, world, hooks);
+  int exit_code = 0;
+  if (outcome.stopped_by_signal) {
+    exit_code = train::kExitCheckpointedOnSignal;
+    if (writer) writer->flush();  // readable, complete = 0
+    if (rank == 0)
+      std::printf("[hlp-train] stopped by signal after step %zu%s; exit %d (requeue to resume)\n",
+                  size_t(outcome.first_step + int64_t(outcome.losses.size())),
+                  config.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                                                : ", checkpoint saved",
+                  exit_code);
+  } else if (writer) {
     writer->finish();
     if (rank == 0) std::printf("[hlp-train] wrote %s\n", config.out.c_str());
   }
+  writer.reset();
   world->set_observer(nullptr);
   MPI_Comm_free(&io_comm);
+  return exit_code;
 }
 
 }  // namespace hlp::cli

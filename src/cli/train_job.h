@@ -7,7 +7,9 @@
 
 namespace hlp::cli {
 
-// Collective. Throws hlp::UserError for configurations or data that cannot run.
-void run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Communicator> world);
+// Collective. Returns the process exit code: 0, or train::kExitCheckpointedOnSignal (75) when
+// SIGTERM/SIGUSR1 stopped the run (checkpointed if --checkpoint-dir; the result file is flushed
+// and stays complete = 0). Throws hlp::UserError for configurations or data that cannot run.
+int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Communicator> world);
 
 }  // namespace hlp::cli

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -11,6 +12,7 @@
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 
 namespace hlp::train {
@@ -76,12 +78,17 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
   data_options.seed = c.seed;
   data_options.loader_threads = c.loader_threads;
   data_options.queue_depth = c.queue_depth;
-  data::Loader loader(data_options, dp_rank, dp);
+  install_stop_signal_handlers();
+  std::optional<CheckpointMeta> resume;
+  if (c.resume) resume = find_checkpoint(c.checkpoint_dir, world->rank(), c.strategy, dp);
+  auto loader = resume ? std::make_unique<data::Loader>(data_options, dp_rank, dp,
+                                                        data::Cursor::parse(resume->data_cursor))
+                       : std::make_unique<data::Loader>(data_options, dp_rank, dp);
 
   parallel::StrategyOptions so;
   so.name = c.strategy;
   so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
-                 .with_vocab(loader.vocab_size());
+                 .with_vocab(loader->vocab_size());
   so.model.activation_checkpointing = c.activation_checkpointing;
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   so.seed = c.seed;
@@ -96,12 +103,19 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
   AdamW optimizer(strategy->optim_slots(), adam);
   const LrSchedule schedule{c.lr, c.warmup_steps, c.steps, c.min_lr_ratio};
 
-  if (hooks.on_start) hooks.on_start(so, *strategy);
   TrainOutcome outcome;
+  if (resume) {
+    load_checkpoint(c.checkpoint_dir, world->rank(), *resume, optimizer);
+    outcome.first_step = resume->next_step;
+    if (world->rank() == 0)
+      std::printf("[hlp-train] resumed from %s/step_%lld\n", c.checkpoint_dir.c_str(),
+                  (long long)resume->next_step);
+  }
+  if (hooks.on_start) hooks.on_start(so, *strategy);
   outcome.strategy_name = strategy->name();
   outcome.params_total = strategy->params_total();
   outcome.params_trainable = strategy->params_trainable();
-  for (int64_t step = 0; step < c.steps; ++step) {
+  for (int64_t step = outcome.first_step; step < c.steps; ++step) {
     StepReport r;
     r.step = step;
     const double t_step = now_s();
@@ -112,9 +126,9 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
       auto span = hooks.recorder
                       ? hooks.recorder->span("next_batch", metrics::Lane::Data, step)
                       : metrics::Recorder::Span();
-      batch = loader.next();
+      batch = loader->next();
     }
-    r.data_wait_s = loader.last_wait_s();
+    r.data_wait_s = loader->last_wait_s();
     auto micro = to_micro_batches(batch, split);
 
     strategy->zero_grad();
@@ -139,6 +153,23 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
     r.optimizer_bytes = optimizer.state_bytes();
     outcome.losses.push_back(r.loss);
     if (hooks.on_step) hooks.on_step(r, *strategy);
+
+    // A signal on any rank stops every rank at the same step boundary.
+    at::Tensor stop = at::full({1}, stop_signal_received() ? 1 : 0, at::kLong);
+    world->all_reduce(stop, comm::ReduceOp::Max);
+    const bool stopping = stop.item<int64_t>() != 0;
+    const bool periodic = c.checkpoint_every > 0 && (step + 1) % c.checkpoint_every == 0;
+    if (!c.checkpoint_dir.empty() && (stopping || periodic || step + 1 == c.steps)) {
+      auto span = hooks.recorder ? hooks.recorder->span("checkpoint", metrics::Lane::Data, step)
+                                 : metrics::Recorder::Span();
+      save_checkpoint(c.checkpoint_dir, *world, optimizer,
+                      {step + 1, c.strategy, dp, loader->cursor().serialize()});
+    }
+    if (stopping) {
+      outcome.stopped_by_signal = true;
+      clear_stop_signal();
+      break;
+    }
   }
   outcome.held = strategy->held_bytes();
   outcome.optimizer_bytes = optimizer.state_bytes();

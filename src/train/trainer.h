@@ -30,6 +30,8 @@ struct StepReport {
 
 struct TrainOutcome {
   std::vector<double> losses;  // one per step run (global mean loss)
+  int64_t first_step = 0;      // > 0 when resumed from a checkpoint
+  bool stopped_by_signal = false;  // SIGTERM/SIGUSR1: checkpointed (if a dir was given), stopped
   std::string strategy_name;
   parallel::HeldBytes held;
   int64_t optimizer_bytes = 0;

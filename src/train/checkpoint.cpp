@@ -1,0 +1,116 @@
+#include "train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace fs = std::filesystem;
+
+namespace hlp::train {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_stop_signal(int) { g_stop.store(true); }
+
+std::string step_dir(const std::string& dir, int64_t step) {
+  return dir + "/step_" + std::to_string(step);
+}
+
+std::string rank_stem(const std::string& sdir, int rank) {
+  return sdir + "/rank_" + std::to_string(rank);
+}
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+bool stop_signal_received() { return g_stop.load(); }
+void clear_stop_signal() { g_stop.store(false); }
+
+void save_checkpoint(const std::string& dir, comm::Communicator& world, const AdamW& optimizer,
+                     const CheckpointMeta& meta) {
+  const std::string sdir = step_dir(dir, meta.next_step);
+  std::error_code ec;
+  fs::create_directories(sdir, ec);
+  if (ec) throw user_error("--checkpoint-dir: cannot create '", sdir, "': ", ec.message());
+  const std::string stem = rank_stem(sdir, world.rank());
+
+  std::vector<at::Tensor> tensors;
+  for (const auto& slot : optimizer.slots()) tensors.push_back(slot.param.detach().clone());
+  for (const auto& t : optimizer.state_tensors()) tensors.push_back(t);
+  tensors.push_back(at::detail::getDefaultCPUGenerator().get_state());
+  torch::save(tensors, stem + ".pt.tmp");
+  {
+    std::ofstream meta_out(stem + ".txt.tmp");
+    meta_out << "next_step " << meta.next_step << "\nstrategy " << meta.strategy
+             << "\nworld_size " << meta.world_size << "\nslots " << optimizer.slots().size()
+             << "\nadam_steps " << optimizer.step_count() << "\ncursor " << meta.data_cursor
+             << "\n";
+    if (!meta_out) throw user_error("--checkpoint-dir: cannot write '", stem, ".txt'");
+  }
+  fs::rename(stem + ".pt.tmp", stem + ".pt");
+  fs::rename(stem + ".txt.tmp", stem + ".txt");
+  world.barrier();  // every rank's files exist before `latest` points at them
+  if (world.rank() == 0) {
+    std::ofstream(dir + "/latest.tmp") << "step_" << meta.next_step << "\n";
+    fs::rename(dir + "/latest.tmp", dir + "/latest");
+  }
+  world.barrier();
+}
+
+std::optional<CheckpointMeta> find_checkpoint(const std::string& dir, int rank,
+                                              const std::string& strategy, int world_size) {
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  if (!(latest >> name)) return std::nullopt;
+  const std::string stem = rank_stem(dir + "/" + name, rank);
+  std::ifstream in(stem + ".txt");
+  if (!in) throw user_error("checkpoint ", dir, "/", name, " has no file for rank ", rank,
+                            " (was it written with fewer ranks?)");
+  CheckpointMeta meta;
+  std::string key, line;
+  while (in >> key) {
+    std::getline(in >> std::ws, line);
+    if (key == "next_step") meta.next_step = std::stoll(line);
+    else if (key == "strategy") meta.strategy = line;
+    else if (key == "world_size") meta.world_size = std::stoi(line);
+    else if (key == "cursor") meta.data_cursor = line;
+  }
+  if (meta.strategy != strategy || meta.world_size != world_size)
+    throw user_error("checkpoint ", dir, "/", name, " was written by strategy ", meta.strategy,
+                     " on ", meta.world_size, " ranks; this job runs ", strategy, " on ",
+                     world_size, " (use another --checkpoint-dir or the same layout)");
+  return meta;
+}
+
+void load_checkpoint(const std::string& dir, int rank, const CheckpointMeta& meta,
+                     AdamW& optimizer) {
+  const std::string stem = rank_stem(step_dir(dir, meta.next_step), rank);
+  std::vector<at::Tensor> tensors;
+  torch::load(tensors, stem + ".pt");
+  const size_t n = optimizer.slots().size();
+  if (tensors.size() != 3 * n + 1)
+    throw user_error("checkpoint ", stem, ".pt holds ", tensors.size(), " tensors, expected ",
+                     3 * n + 1, " for this model and strategy");
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < n; ++i) optimizer.slots()[i].param.copy_(tensors[i]);
+  std::vector<at::Tensor> state(tensors.begin() + long(n), tensors.begin() + long(3 * n));
+  optimizer.load_state(state, meta.next_step);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(tensors.back());
+}
+
+}  // namespace hlp::train

@@ -1,0 +1,45 @@
+#pragma once
+// Checkpoints: each rank saves what only it holds, so any strategy (replicas or shards) saves
+// and resumes the same way, with the same world size and strategy:
+//   <dir>/step_<k>/rank_<r>.pt   its optimizer slots (trainable values it owns), AdamW state
+//   <dir>/step_<k>/rank_<r>.txt  step, strategy, world size, data cursor, RNG (text)
+//   <dir>/latest                 "step_<k>", written by rank 0 after every rank finished
+// Frozen weights are not saved: they are a function of (seed, name) and never change.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "train/adamw.h"
+
+namespace hlp::train {
+
+struct CheckpointMeta {
+  int64_t next_step = 0;          // the step a resumed run starts with
+  std::string strategy;
+  int world_size = 0;
+  std::string data_cursor;        // data::Cursor::serialize() of this rank's loader
+};
+
+// Collective over `world`. Writes this rank's files, then `latest` (rank 0).
+void save_checkpoint(const std::string& dir, comm::Communicator& world, const AdamW& optimizer,
+                     const CheckpointMeta& meta);
+
+// The newest complete checkpoint's meta for this rank, or nullopt if `dir` has none.
+// Throws hlp::UserError if it was written by another strategy or world size.
+std::optional<CheckpointMeta> find_checkpoint(const std::string& dir, int rank,
+                                              const std::string& strategy, int world_size);
+
+// Restores the optimizer slots' values, AdamW state and the RNG from the checkpoint that
+// find_checkpoint returned.
+void load_checkpoint(const std::string& dir, int rank, const CheckpointMeta& meta,
+                     AdamW& optimizer);
+
+// SIGTERM / SIGUSR1 (what Slurm sends before a time limit or preemption) set a flag; the
+// trainer checks it between steps, checkpoints and exits with kExitCheckpointedOnSignal.
+void install_stop_signal_handlers();
+bool stop_signal_received();
+void clear_stop_signal();
+constexpr int kExitCheckpointedOnSignal = 75;  // EX_TEMPFAIL: "requeue me"
+
+}  // namespace hlp::train

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The real signal path: hlp-train under mpiexec gets SIGTERM (as Slurm sends before a time limit)
+# -> checkpoints, flushes its result file (complete = 0) and exits 75; the requeued job
+# (--resume) continues from the checkpoint and finishes with exit 0 and complete = 1.
+set -u
+HLP_TRAIN=$1
+MPIEXEC=${HLP_MPIEXEC:-mpiexec}
+dir=$(mktemp -d /tmp/hlp_signal_resume.XXXXXX)
+trap 'pkill -KILL -f "^[^ ]*hlp-train .*$dir" 2>/dev/null; rm -rf "$dir"' EXIT
+args=(--strategy fsdp2 --steps 400 --seq-len 32 --checkpoint-dir "$dir/ckpt" --out "$dir/run.h5")
+
+"$MPIEXEC" -n 2 "$HLP_TRAIN" "${args[@]}" > "$dir/first.log" 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do grep -q "step 3/" "$dir/first.log" && break; sleep 0.1; done
+grep -q "step 3/" "$dir/first.log" || { echo "FAIL: run did not reach step 3"; cat "$dir/first.log"; exit 1; }
+pkill -TERM -f "^[^ ]*hlp-train .*$dir"   # the ranks, not mpiexec
+wait $launcher; rc=$?
+[ "$rc" -eq 75 ] || { echo "FAIL: exit $rc after SIGTERM, want 75"; cat "$dir/first.log"; exit 1; }
+grep -q "checkpoint saved" "$dir/first.log" || { echo "FAIL: no checkpoint message"; exit 1; }
+complete=$(h5dump -a /complete "$dir/run.h5" | grep -A1 DATA | tail -1 | tr -dc '0-9' | cut -c2-)
+[ "$complete" = "0" ] || { echo "FAIL: stopped run's file says complete=$complete"; exit 1; }
+stopped_at=$(sed -n 's/^step_//p' "$dir/ckpt/latest")
+echo "ok: SIGTERM -> exit 75, checkpoint at step $stopped_at, result file complete = 0"
+
+args[3]=$((stopped_at + 2))  # --steps: two more steps after resuming
+"$MPIEXEC" -n 2 "$HLP_TRAIN" "${args[@]}" --resume > "$dir/second.log" 2>&1; rc=$?
+[ "$rc" -eq 0 ] || { echo "FAIL: resumed run exit $rc"; cat "$dir/second.log"; exit 1; }
+grep -q "resumed from .*step_$stopped_at" "$dir/second.log" || { echo "FAIL: did not resume"; cat "$dir/second.log"; exit 1; }
+grep -q "step $((stopped_at + 2))/$((stopped_at + 2))" "$dir/second.log" || { echo "FAIL: no final step"; cat "$dir/second.log"; exit 1; }
+echo "ok: resumed at step $stopped_at and finished"
