@@ -74,7 +74,7 @@ TEST_CASE("all_gather concatenates inputs in rank order, truncated to the output
           }
 }
 
-TEST_CASE("allocating all_gather returns [n, *shape]", "[mpi][all_gather]") {
+TEST_CASE("allocating all_gather returns shape (n, *input shape)", "[mpi][all_gather]") {
   auto& comm = test_world();
   at::Tensor input = at::full({2, 3}, comm.rank(), at::kLong);
   at::Tensor out = comm.all_gather(input);

@@ -28,7 +28,7 @@ TEST_CASE("shard_range splits N elements into ceil(N/n) slots, the tail clamped 
   CHECK(padded_numel(12, 4) == 12);
 }
 
-TEST_CASE("shard ranges tile [0, N) exactly, in rank order", "[comm][shard]") {
+TEST_CASE("shard ranges tile 0..N exactly, in rank order", "[comm][shard]") {
   for (int n = 1; n <= 9; ++n)
     for (int64_t numel = 0; numel <= 50; ++numel) {
       int64_t next = 0;
