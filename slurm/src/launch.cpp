@@ -61,13 +61,18 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   return 255;
 }
 
-// The last non-empty line of a log: usually the one-line error that made the run fail.
-std::string last_line(const std::string& path) {
+// The line of a failed run's log that says why: the last "error:" line (hlp-train's one-line
+// errors), else MPICH's "terminated with the exit string" line, else the last non-empty line.
+std::string reason_line(const std::string& path) {
   std::ifstream in(path);
-  std::string line, last = "(empty log)";
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last;
+  std::string line, last = "(empty log)", error, terminated;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r=") == std::string::npos) continue;
+    last = line;
+    if (line.find("error:") != std::string::npos) error = line;
+    if (line.find("TERMINATED WITH THE EXIT STRING") != std::string::npos) terminated = line;
+  }
+  return !error.empty() ? error : !terminated.empty() ? terminated : last;
 }
 
 std::string first_line(const std::string& text) {
@@ -143,7 +148,7 @@ int run_sweep_locally(const Sweep& sweep, const RenderedSweep& rendered, const L
       std::cout << "ok " << seconds << "\n";
     } else {
       ++failed;
-      std::cout << "FAILED (exit " << status << ") " << seconds << ": " << last_line(log.string())
+      std::cout << "FAILED (exit " << status << ") " << seconds << ": " << reason_line(log.string())
                 << " (log: " << log.string() << ")\n";
     }
   }
@@ -151,6 +156,12 @@ int run_sweep_locally(const Sweep& sweep, const RenderedSweep& rendered, const L
   if (static_cast<size_t>(failed) == total) {
     std::cout << "no results to analyse\n";
     return failed;
+  }
+  if (access(analyze.c_str(), X_OK) != 0) {
+    std::cout << "[analysis] no executable hlp-analyze in " << options.hlp_bin << "; the results are in "
+              << rendered.results_dir << " (later: hlp-analyze report " << rendered.results_dir << " -o "
+              << rendered.report_dir << ")\n";
+    return failed + 1;
   }
   const fs::path log = dir / "logs" / (sweep.name + "-analyze.log");
   fs::remove(log);

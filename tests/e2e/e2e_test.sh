@@ -1,14 +1,28 @@
 #!/bin/bash
-# e2e_test.sh local|slurm : the whole flow with the REAL hlp-train and hlp-analyze:
+# e2e_test.sh local|slurm|slurm_requeue : the whole flow with the REAL hlp-train and hlp-analyze:
 # tests/e2e/tiny.ini -> hlp-sweep -> (mpiexec | sbatch on the local Slurm) -> hlp-train -> HDF5
 # -> hlp-analyze report. Checks every result file (complete, world size, /steps/loss) and the report.
+# slurm_requeue: tests/e2e/requeue.ini; USR1 to the running task (what --signal=B:USR1@N does
+# before the time limit) -> hlp-train checkpoints, exits 75 -> the task requeues -> resumes.
 set -euo pipefail
 source "$HLP_SOURCE_DIR/tests/slurm/lib.sh"
 mode=$1
-[ "$mode" = slurm ] && cluster_session
+[ "$mode" != local ] && cluster_session
 work=$(mktemp -d /tmp/hlp-e2e.XXXXXX)
 job="$HLP_SOURCE_DIR/tests/e2e/tiny.ini"
-if [ "$mode" = local ]; then
+if [ "$mode" = slurm_requeue ]; then
+  job="$HLP_SOURCE_DIR/tests/e2e/requeue.ini"
+  "$HLP_BIN_DIR/hlp-sweep" "$job" --site local --out "$work/out" --hlp-bin "$HLP_BIN_DIR" --submit
+  arrays=$(submitted_ids "$work/out" array); task="${arrays}_0"
+  log="$work/out/logs/e2e-requeue-n2-0.out"
+  for _ in $(seq 1 1200); do grep -q 'step 3/' "$log" 2>/dev/null && break; sleep 0.1; done
+  grep -q 'step 3/' "$log" || { cat "$log" >&2; fail "hlp-train never reached step 3"; }
+  scancel --signal=USR1 --batch "$task"
+  bash "$CLUSTER" wait "$arrays,$(submitted_ids "$work/out" analysis)" 600 \
+    || { cat "$log" >&2; fail "the interrupted task did not complete after its requeue"; }
+  grep -q 'requeueing this task' "$log" || { cat "$log" >&2; fail "the task was not requeued after USR1"; }
+  grep -q 'starting hlp-train --resume' "$log" || { cat "$log" >&2; fail "the second run did not resume"; }
+elif [ "$mode" = local ]; then
   "$HLP_BIN_DIR/hlp-sweep" "$job" --site local --out "$work/out" --hlp-bin "$HLP_BIN_DIR" \
       --mpiexec "${HLP_MPIEXEC:-mpiexec}" --run-local || fail "hlp-sweep --run-local failed (logs in $work/out/logs)"
 else
