@@ -118,8 +118,14 @@ std::string series_plot(const std::string& dat, const std::vector<Series>& serie
   p << "plot ";
   for (size_t i = 0; i < series.size(); ++i) {
     if (i) p << ", \\\n     ";
-    p << "'" << dat << "' index " << i << " using 1:2 with linespoints lw 2 pt 7 lc " << i + 1
-      << " title " << gp_quote(series[i].name);
+    // Distinct markers, shrinking with i: curves that coincide (parity) stay visible as
+    // nested markers instead of hiding each other.
+    static const int kPointTypes[] = {7, 5, 9, 11, 13, 4, 6, 8, 10, 12, 14, 1};
+    char size[16];
+    std::snprintf(size, sizeof size, "%.1f", std::max(0.6, 1.8 - 0.25 * double(i)));
+    p << "'" << dat << "' index " << i << " using 1:2 with linespoints lw 2 pt "
+      << kPointTypes[i % 12] << " ps " << size << " lc " << i + 1 << " title "
+      << gp_quote(series[i].name);
     // One dashed ideal line per distinct starting point (strategies that share the `single`
     // baseline share one line).
     bool shared = false, first_of_start = true;

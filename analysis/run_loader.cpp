@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -180,6 +181,17 @@ RunData load_one(const std::string& path) {
     run.bubble_fraction_theory = pipeline->bubble_fraction_theory;
   }
 
+  for (const char* a : {schema::kAttrStartUnixS, schema::kAttrStartTime, schema::kAttrSlurmJobId,
+                        schema::kAttrSlurmArrayTaskId, schema::kAttrHosts, schema::kAttrConfig}) {
+    std::ostringstream v;
+    try {  // a missing or odd-typed attribute only weakens the copy detection
+      if (std::string(a) == schema::kAttrStartUnixS) v << std::setprecision(17) << reader.attr_double(a);
+      else v << reader.attr_string(a);
+    } catch (const UserError&) {
+    }
+    run.job_id += v.str() + '\x1f';
+  }
+
   run.step_numbers = reader.step_numbers();
   for (const auto& metric : analysed_metrics()) {
     if (!reader.has_step_metric(metric)) continue;
@@ -198,9 +210,16 @@ RunData load_one(const std::string& path) {
 
 LoadResult load_runs(const std::vector<std::string>& files, bool include_incomplete) {
   LoadResult out;
+  std::map<std::string, std::string> first_path_of_job;  // job_id -> first file holding it
   for (const auto& path : files) {
     try {
       RunData run = load_one(path);
+      auto [it, fresh] = first_path_of_job.emplace(run.job_id, path);
+      if (!fresh) {
+        out.skipped.push_back({path, "a copy of " + it->second +
+                                         " (same job: start time, hosts and configuration); counted once"});
+        continue;
+      }
       if (!run.complete && !include_incomplete) {
         out.skipped.push_back({path, "incomplete run (complete = 0: killed or still running); "
                                      "use --include-incomplete to include it"});

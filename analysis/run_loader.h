@@ -31,6 +31,9 @@ struct RunData {
   std::vector<int64_t> step_numbers;              // [steps]
   std::optional<double> bubble_fraction;          // /pipeline, measured
   std::optional<double> bubble_fraction_theory;   // /pipeline, (p-1)/(m+p-1)
+  // Identifies the job that wrote the file (start time, Slurm ids, hosts, config): two files
+  // with the same id are copies of one run, not reruns.
+  std::string job_id;
 
   std::string key() const;  // the config values joined: equal keys = one configuration
   int64_t config_int(const std::string& column) const;  // -1 when not a number
@@ -50,7 +53,8 @@ struct LoadResult {
 // A path that does not exist is a UserError (a typo, not a bad job).
 std::vector<std::string> find_result_files(const std::vector<std::string>& inputs);
 
-// Loads each file; incomplete runs (complete = 0) are skipped unless include_incomplete.
+// Loads each file; incomplete runs (complete = 0) are skipped unless include_incomplete;
+// copies of a file already loaded (same job_id) are skipped, so a run counts once.
 LoadResult load_runs(const std::vector<std::string>& files, bool include_incomplete);
 
 // The parsed `key = value` lines of an INI text ("[section]" headers are dropped, so

@@ -137,16 +137,19 @@ with open(os.path.join(bad, "text.h5"), "w") as f:
     f.write("not hdf5 at all\n")
 shutil.copy(os.path.join(KNOWN, "incomplete.h5"), os.path.join(bad, "incomplete.h5"))
 os.makedirs(os.path.join(bad, "empty_subdir"))
+os.makedirs(os.path.join(bad, "zz_copy"))
+shutil.copy(good, os.path.join(bad, "zz_copy", "good.h5"))      # the same job copied: counted once
 
 code, out, err = run("table", bad, "--csv")
 expect(code == 0, f"a broken set with one good file exits 0: {code} {err}")
 rows = list(csv.DictReader(io.StringIO(out)))
-expect(len(rows) == 1 and rows[0]["strategy"] == "fsdp", f"only the good file is tabled: {out}")
+expect(len(rows) == 1 and rows[0]["strategy"] == "fsdp" and rows[0]["runs"] == "1",
+       f"only the good file is tabled, once: {out}")
 err_lines = err.strip().splitlines()
-expect(len(err_lines) == 5, f"one stderr line per bad file (5): {err_lines}")
+expect(len(err_lines) == 6, f"one stderr line per bad file or copy (6): {err_lines}")
 for name, why in [("truncated.h5", "truncated"), ("corrupt.h5", "not an HDF5 file"),
                   ("foreign.h5", "not an HLP result file"), ("text.h5", "not an HDF5 file"),
-                  ("incomplete.h5", "incomplete")]:
+                  ("incomplete.h5", "incomplete"), ("zz_copy/good.h5", "a copy of")]:
     hits = [l for l in err_lines if name in l]
     expect(len(hits) == 1 and why in hits[0], f"{name}: one line saying '{why}': {hits}")
 
