@@ -43,7 +43,8 @@ const char* kUsage =
     "conventions (model FLOPs 6N+mixing, executed FLOPs); bubble fraction from /pipeline.\n"
     "\n"
     "Truncated, corrupt, foreign or incomplete (complete = 0) files are reported on stderr in\n"
-    "one line each and skipped. No usable file at all is an error (exit 1).\n";
+    "one line each and skipped; a copy of a file already read (same job) is counted once.\n"
+    "No usable file at all is an error (exit 1).\n";
 
 struct Common {
   std::vector<std::string> inputs;
