@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Strategy benchmark of issue 6, in one run:
+#   hlp-train single (1 rank, the baseline), ddp, fsdp, fsdp2 (2 ranks) on the same LoRA
+#   configuration, then the PyTorch DDP peer (bench/peer/peer_ddp.py: same architecture, same
+#   initial weights and batches exported by hlp-export-init, gloo, 2 processes), then one table
+#   (bench/peer/compare.py): tokens/s global and per device, peak / param / grad / optimizer
+#   bytes, exposed-communication fraction, HLP ddp / PyTorch DDP throughput ratio, and the two
+#   loss curves side by side with their max relative difference.
+#
+# usage: bench/train/run_strategies.sh [BUILD_DIR] [OUT_DIR]
+#   BUILD_DIR  holds bin/hlp-train and bin/hlp-export-init (default: <repo>/build)
+#   OUT_DIR    result files, peer JSON, summary.json, loss_curves.csv (default: BUILD_DIR/bench-train)
+# Environment overrides (defaults = the configuration the README numbers use):
+#   HLP_BENCH_MODEL=small HLP_BENCH_SEQ=256 HLP_BENCH_MICRO=2 HLP_BENCH_GLOBAL=8 HLP_BENCH_STEPS=6
+#   HLP_BENCH_RANK=8 HLP_BENCH_ALPHA=16 HLP_BENCH_TOKENIZER=<repo>/datasets/sample/spm.model
+#   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" HLP_BENCH_PEER=1 MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+#   HLP_BENCH_LOSS_CHECK=1: exit 1 unless the HLP ddp and peer loss curves agree within 1e-4
+set -euo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:-$SRC/build}" && pwd)
+OUT=${2:-$BUILD/bench-train}
+MODEL=${HLP_BENCH_MODEL:-small}
+SEQ=${HLP_BENCH_SEQ:-256}
+MICRO=${HLP_BENCH_MICRO:-2}
+GLOBAL=${HLP_BENCH_GLOBAL:-8}
+STEPS=${HLP_BENCH_STEPS:-6}
+RANK=${HLP_BENCH_RANK:-8}
+ALPHA=${HLP_BENCH_ALPHA:-16}
+TOKENIZER=${HLP_BENCH_TOKENIZER:-$SRC/datasets/sample/spm.model}
+DATA=${HLP_BENCH_DATA:-$SRC/datasets/sample/corpus.txt}
+STRATEGIES=${HLP_BENCH_STRATEGIES:-single ddp fsdp fsdp2}
+PEER=${HLP_BENCH_PEER:-1}
+MPIEXEC=${MPIEXEC:-mpiexec}
+PYTHON=${PYTHON:-/usr/bin/python3}
+SEED=1234
+
+for exe in hlp-train hlp-export-init; do
+  [[ -x $BUILD/bin/$exe ]] || { echo "error: $BUILD/bin/$exe not found; build it: cmake --build $BUILD --target $exe" >&2; exit 2; }
+done
+mkdir -p "$OUT"
+rm -f "$OUT"/*.h5 "$OUT"/peer_ddp.json
+
+# Identical on both sides: model, LoRA, data, optimizer, schedule, clipping, 1 thread a rank.
+COMMON=(--model "$MODEL" --tokenizer "$TOKENIZER" --data "$DATA" --seq-len "$SEQ"
+        --micro-batch "$MICRO" --global-batch "$GLOBAL" --steps "$STEPS"
+        --lora-rank "$RANK" --lora-alpha "$ALPHA" --seed "$SEED" --threads 1
+        --lr 1e-3 --warmup-steps 2 --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1)
+
+echo "[bench-train] $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; model $MODEL T=$SEQ B=$MICRO G=$GLOBAL steps=$STEPS LoRA r=$RANK alpha=$ALPHA -> $OUT"
+t0=$SECONDS
+run_peer() {
+  echo "[bench-train] PyTorch DDP peer on 2 processes (right after hlp ddp, so both see the same machine load)"
+  "$PYTHON" "$SRC/bench/peer/peer_ddp.py" --export-dir "$OUT/export" --out "$OUT/peer_ddp.json" \
+    --steps "$STEPS" --world 2 --threads 1 --micro-batch "$MICRO" --lr 1e-3 --warmup-steps 2 \
+    --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1 > "$OUT/peer_ddp.log" 2>&1 \
+    || { echo "error: the PyTorch peer failed; see $OUT/peer_ddp.log" >&2; tail -5 "$OUT/peer_ddp.log" >&2; exit 1; }
+  grep -E 'step' "$OUT/peer_ddp.log" | tail -1 || true
+}
+if [[ $PEER == 1 ]]; then
+  echo "[bench-train] hlp-export-init: initial weights + $STEPS global batches for the peer"
+  "$BUILD/bin/hlp-export-init" --model "$MODEL" --tokenizer "$TOKENIZER" --data "$DATA" \
+    --seq-len "$SEQ" --global-batch "$GLOBAL" --lora-rank "$RANK" --lora-alpha "$ALPHA" \
+    --seed "$SEED" --batches "$STEPS" --out-dir "$OUT/export"
+fi
+for s in $STRATEGIES; do
+  n=2; [[ $s == single ]] && n=1
+  echo "[bench-train] hlp-train --strategy $s on $n rank(s)"
+  "$MPIEXEC" -n "$n" "$BUILD/bin/hlp-train" --strategy "$s" "${COMMON[@]}" --out "$OUT/$s.h5" \
+    > "$OUT/$s.log" 2>&1 || { echo "error: hlp-train $s failed; see $OUT/$s.log" >&2; tail -5 "$OUT/$s.log" >&2; exit 1; }
+  grep -E 'step' "$OUT/$s.log" | tail -1 || true
+  if [[ $s == ddp && $PEER == 1 ]]; then run_peer; fi
+done
+
+CHECK=(); [[ ${HLP_BENCH_LOSS_CHECK:-0} == 1 ]] && CHECK=(--require-agreement)
+"$PYTHON" "$SRC/bench/peer/compare.py" "$OUT" "${CHECK[@]}"
+echo "[bench-train] done in $((SECONDS - t0)) s; load now $(cut -d' ' -f1-3 /proc/loadavg)"
