@@ -282,7 +282,9 @@ Figure stacked(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   }
   std::ofstream(dir + "/" + fig.name + ".dat") << dat.str();
   std::ostringstream body;
-  body << "set title '" << fig.title << "'\n"
+  const ConfigRow& ref = *picked.front();
+  body << "set title '" << fig.title << " (" << ref.value("model") << ", seq-len "
+       << ref.value("seq_len") << ", micro-batch " << ref.value("micro_batch") << ")'\n"
        << "set style data histograms\nset style histogram rowstacked\n"
        << "set style fill solid 0.85 border -1\nset boxwidth 0.6\nset yrange [0:*]\n"
        << "set ylabel '" << (memory ? "MiB per rank" : "ms per step") << "'\n"

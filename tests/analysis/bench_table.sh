@@ -18,5 +18,5 @@ runs=$(awk -F, 'NR > 1 { s += $19 } END { print s }' "$OUT/table.csv")
 echo "bench: wrote $files files in $(echo "$t1 - $t0" | bc) s"
 echo "bench: hlp-analyze table --csv over $files files: $(tail -1 "$OUT/time_csv.txt") ($rows configurations, $runs runs)"
 echo "bench: hlp-analyze table (markdown) over $files files: $(tail -1 "$OUT/time_md.txt")"
-echo "bench: load average during the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+echo "bench: load average during the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(getconf _NPROCESSORS_ONLN) cores"
 [ "$files" -eq "$N" ] && [ "$runs" -eq "$N" ] && [ "$rows" -eq 20 ] || { echo "bench: counts do not add up"; exit 1; }
