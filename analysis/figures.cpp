@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/figure_data.h"
 #include "analysis/gnuplot.h"
 #include "metrics/schema.h"
 
@@ -16,137 +17,7 @@ namespace hlp::analysis {
 namespace schema = metrics::schema;
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
 constexpr size_t kMaxLossCurves = 12;
-
-// Columns that stay fixed while a figure varies ranks / context: the "same experiment".
-const std::vector<std::string> kModelSlice = {"model", "pattern", "lora_rank", "micro_batch",
-                                              "precision", "device", "act_ckpt", "gdn_mode"};
-
-std::string slice_key(const ConfigRow& r, const std::vector<std::string>& cols) {
-  std::string k;
-  for (const auto& c : cols) k += r.value(c) + "\x1f";
-  return k;
-}
-
-// The rows of the slice (equal `cols`) where `varying` takes the most distinct values (ties:
-// the slice with more rows, then the first in table order).
-std::vector<const ConfigRow*> best_slice(const std::vector<const ConfigRow*>& rows,
-                                         const std::vector<std::string>& cols,
-                                         const std::string& varying) {
-  std::map<std::string, std::vector<const ConfigRow*>> slices;
-  std::vector<std::string> order;
-  for (const ConfigRow* r : rows) {
-    const auto k = slice_key(*r, cols);
-    if (!slices.count(k)) order.push_back(k);
-    slices[k].push_back(r);
-  }
-  std::vector<const ConfigRow*> best;
-  size_t best_distinct = 0;
-  for (const auto& k : order) {
-    std::set<std::string> distinct;
-    for (const ConfigRow* r : slices[k]) distinct.insert(varying.empty() ? "" : r->value(varying));
-    if (distinct.size() > best_distinct ||
-        (distinct.size() == best_distinct && slices[k].size() > best.size())) {
-      best = slices[k];
-      best_distinct = distinct.size();
-    }
-  }
-  return best;
-}
-
-std::vector<const ConfigRow*> all(const std::vector<ConfigRow>& rows) {
-  std::vector<const ConfigRow*> p;
-  for (const auto& r : rows) p.push_back(&r);
-  return p;
-}
-
-std::string num(double v) {
-  if (std::isnan(v)) return "NaN";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-Figure make_figure(std::string name, std::string title, std::string sentence) {
-  Figure f;
-  f.name = std::move(name);
-  f.title = std::move(title);
-  f.sentence = std::move(sentence);
-  return f;
-}
-
-struct Series {
-  std::string name;
-  std::vector<std::pair<double, double>> points;  // sorted by x, one per x
-};
-
-// Per strategy: x = column `x_col` (number), y = f(row); the first row at each x wins.
-template <typename F>
-std::vector<Series> series_by_strategy(const std::vector<const ConfigRow*>& rows,
-                                       const std::string& x_col, F y_of) {
-  std::map<std::string, std::map<double, double>> by;
-  for (const ConfigRow* r : rows) {
-    const double x = double(r->config_int(x_col));
-    const double y = y_of(*r);
-    if (x < 0 || std::isnan(y)) continue;
-    by[r->value("strategy")].emplace(x, y);
-  }
-  std::vector<Series> out;
-  for (const auto& [name, pts] : by) out.push_back({name, {pts.begin(), pts.end()}});
-  return out;
-}
-
-// Blocks separated by two blank lines: `index i` in gnuplot is series i.
-void write_series(const std::string& path, const std::vector<Series>& series,
-                  const std::string& header, bool ideal_column) {
-  std::ofstream f(path);
-  f << "# " << header << "\n";
-  for (const auto& s : series) {
-    f << "# series: " << s.name << "\n";
-    for (const auto& [x, y] : s.points) {
-      f << num(x) << " " << num(y);
-      if (ideal_column) f << " " << num(s.points.front().second * x / s.points.front().first);
-      f << "\n";
-    }
-    f << "\n\n";
-  }
-}
-
-std::string series_plot(const std::string& dat, const std::vector<Series>& series, bool ideal) {
-  std::ostringstream p;
-  p << "plot ";
-  for (size_t i = 0; i < series.size(); ++i) {
-    if (i) p << ", \\\n     ";
-    // Distinct markers, shrinking with i: curves that coincide (parity) stay visible as
-    // nested markers instead of hiding each other.
-    static const int kPointTypes[] = {7, 5, 9, 11, 13, 4, 6, 8, 10, 12, 14, 1};
-    char size[16];
-    std::snprintf(size, sizeof size, "%.1f", std::max(0.6, 1.8 - 0.25 * double(i)));
-    p << "'" << dat << "' index " << i << " using 1:2 with linespoints lw 2 pt "
-      << kPointTypes[i % 12] << " ps " << size << " lc " << i + 1 << " title "
-      << gp_quote(series[i].name);
-    // One dashed ideal line per distinct starting point (strategies that share the `single`
-    // baseline share one line).
-    bool shared = false, first_of_start = true;
-    for (size_t j = 0; j < series.size(); ++j) {
-      if (j == i) continue;
-      if (series[j].points.front() == series[i].points.front()) {
-        shared = true;
-        if (j < i) first_of_start = false;
-      }
-    }
-    if (ideal && first_of_start)
-      p << ", \\\n     '" << dat << "' index " << i << " using 1:3 with lines dt 2 lw 2 lc "
-        << (shared ? std::string("rgb 'black'") : std::to_string(i + 1)) << " title "
-        << gp_quote(shared ? std::string("ideal linear scaling") : series[i].name + " ideal");
-  }
-  return p.str();
-}
-
-std::string label(const ConfigRow& r) {
-  return r.value("strategy") + " n=" + r.value("world_size");
-}
 
 Figure scaling(const std::vector<ConfigRow>& rows, const std::string& dir) {
   Figure fig = make_figure("scaling", "Throughput vs ranks",
@@ -155,7 +26,7 @@ Figure scaling(const std::vector<ConfigRow>& rows, const std::string& dir) {
              "run of the same configuration is each strategy's 1-rank point.");
   std::vector<std::string> cols = kModelSlice;
   cols.push_back("seq_len");
-  const auto slice = best_slice(all(rows), cols, "world_size");
+  const auto slice = best_slice(all_rows(rows), cols, "world_size");
   auto series = series_by_strategy(slice, "world_size",
                                    [](const ConfigRow& r) { return r.median(schema::kTokensPerS); });
   const Series* single = nullptr;
@@ -194,7 +65,7 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
                "strategy at one world size.");
   std::vector<std::string> cols = kModelSlice;
   cols.push_back("world_size");
-  const auto slice = best_slice(all(rows), cols, "seq_len");
+  const auto slice = best_slice(all_rows(rows), cols, "seq_len");
   auto series = series_by_strategy(slice, "seq_len", [memory](const ConfigRow& r) {
     return memory ? r.peak_bytes_max / kMiB : r.median(schema::kTokensPerS);
   });
@@ -222,7 +93,7 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
 std::vector<const ConfigRow*> one_row_per_strategy(const std::vector<ConfigRow>& rows) {
   std::vector<std::string> cols = kModelSlice;
   cols.push_back("seq_len");
-  const auto slice = best_slice(all(rows), cols, "strategy");
+  const auto slice = best_slice(all_rows(rows), cols, "strategy");
   std::map<std::string, const ConfigRow*> pick;
   for (const ConfigRow* r : slice) {
     auto& p = pick[r->value("strategy")];
