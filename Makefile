@@ -48,9 +48,13 @@ test: deps
 	$(MAKE) build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_FLAGS)
 
+# The local sweep: every configuration of jobs/local.ini through mpiexec on this machine, one
+# progress line each, then hlp-analyze -> report/index.md. No Slurm needed.
 run: deps
 	$(MAKE) build
-	@echo "[run] (the local sweep arrives with the Slurm/sweep work; see README)"
+	$(BUILD_DIR)/bin/hlp-sweep jobs/local.ini --site local --out $(BUILD_DIR)/sweeps/local \
+	    --results-dir results/local --report-dir report --run-local
+	@echo "[run] results: results/local/*.h5   report: report/index.md"
 
 bench: deps
 	$(MAKE) build

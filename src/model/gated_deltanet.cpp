@@ -95,8 +95,18 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
   auto beta = torch::sigmoid(b_proj->forward(x));                                  // [B,T,H]
   auto g = -A_log.exp() * torch::softplus(a_proj->forward(x) + dt_bias);           // [B,T,H]
 
-  auto core = mode == GdnMode::chunked ? gated_delta_rule_chunked(q, k, v, beta, g, {}, chunk_size)
-                                       : gated_delta_rule_recurrent(q, k, v, beta, g);
+  // The delta-rule core runs in float32 even under bf16 autocast: the decay exponentials and the
+  // triangular solve need the range (and CPU has no bf16 `eye`). Inputs are upcast once here.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  auto fp32 = [](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf
+               ? t.to(torch::kFloat)
+               : t;
+  };
+  auto core = mode == GdnMode::chunked
+                  ? gated_delta_rule_chunked(fp32(q), fp32(k), fp32(v), fp32(beta), fp32(g), {},
+                                             chunk_size)
+                  : gated_delta_rule_recurrent(fp32(q), fp32(k), fp32(v), fp32(beta), fp32(g));
   auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});                     // [B,T,H,dv]
   auto o = o_norm->forward(core.output) * torch::silu(gate);                       // [B,T,H,dv]
   return o_proj->forward(o.reshape({B, T, -1}));                                  // [B,T,D]

@@ -130,7 +130,7 @@ TEST_CASE("held bytes equal the closed form", "[memory]") {
 TEST_CASE("training with the SentencePiece tokenizer runs beside LibTorch", "[data]") {
   // libsentencepiece and LibTorch carry different protobuf copies; the shim keeps them apart.
   auto c = test::tiny_config("ddp", 8);
-  c.tokenizer = std::string(std::getenv("HLP_SOURCE_DIR")) + "/datasets/sample/spm.model";
+  c.tokenizer = test::source_dir() + "/datasets/sample/spm.model";
   c.steps = 2;
   auto o = train::train(c, test::world());
   REQUIRE(o.losses.size() == 2);

@@ -10,10 +10,12 @@
 
 namespace hlp::test {
 
-inline std::string sample_corpus() {
+inline std::string source_dir() {
   const char* src = std::getenv("HLP_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/datasets/sample/corpus.txt";
+  return src ? src : HLP_TEST_SOURCE_DIR;  // ctest sets the variable; the build knows the tree
 }
+
+inline std::string sample_corpus() { return source_dir() + "/datasets/sample/corpus.txt"; }
 
 // tiny model (GAGS), T = 32, G = 8, B = 2: 5 steps take well under a second a strategy.
 inline train::TrainConfig tiny_config(const std::string& strategy, int lora_rank) {
