@@ -8,6 +8,10 @@
 #include "comm/mpi_communicator.h"
 #include "train/config.h"
 
+#ifndef HLP_TEST_SOURCE_DIR
+#define HLP_TEST_SOURCE_DIR "."
+#endif
+
 namespace hlp::test {
 
 inline std::string source_dir() {
