@@ -1,6 +1,6 @@
 #!/bin/bash
 # ctest fixture: a results folder from REAL hlp-train runs (tiny: 4 steps, seq-len 32/64) of
-# ddp, fsdp (2 ranks) and single (1 rank) for the report test.
+# ddp, fsdp, fsdp2 (2 ranks) and single (1 rank) for the report test.
 # Usage: real_runs.sh MPIEXEC HLP_TRAIN OUTDIR
 set -euo pipefail
 MPIEXEC=$1 TRAIN=$2 OUT=$3
@@ -13,6 +13,7 @@ run() {  # np strategy seq-len
 run 1 single 32
 run 2 ddp 32
 run 2 fsdp 32
+run 2 fsdp2 32
 run 2 ddp 64
 run 2 fsdp 64
 ls "$OUT"/*.h5
