@@ -1,12 +1,31 @@
 #include "common/error.h"
 #include "parallel/ddp.h"
 #include "parallel/fsdp.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline.h"
 #include "parallel/replicated.h"
 
 namespace hlp::parallel {
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   const std::string& s = options.name;
+  const int pp = options.mesh ? options.mesh->shape().pp : 1;
+  const int tp = options.mesh ? options.mesh->shape().tp : 1;
+  if (s == "pp" && pp < 2)
+    throw user_error("--strategy pp needs --pp N with N >= 2 (e.g. --strategy pp --pp 2)");
+  if (s == "tp" && tp < 2)
+    throw user_error("--strategy tp needs --tp N with N >= 2 (e.g. --strategy tp --tp 2)");
+  if (pp > 1 || tp > 1) {
+    // Pipeline and/or tensor parallel; a data-parallel axis averages gradients like ddp.
+    if (s == "fsdp" || s == "fsdp2")
+      throw user_error("--strategy ", s, " with --pp/--tp is not implemented yet; use ddp "
+                       "(or pp / tp) with --pp/--tp");
+    if (s == "single" && options.dp_comm && options.dp_comm->size() != 1)
+      throw user_error("--strategy single with --pp/--tp needs exactly tp x pp ranks; use ddp "
+                       "for a data-parallel axis");
+    if (s == "pp" || s == "tp" || s == "ddp" || s == "single")
+      return std::make_unique<PipelineStrategy>(options);
+  }
   if (s == "single") {
     if (options.dp_comm && options.dp_comm->size() != 1)
       throw user_error("--strategy single runs on 1 rank, but ", options.dp_comm->size(),
@@ -23,7 +42,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   if (s == "fsdp") return std::make_unique<ShardedStrategy>(options, /*per_parameter=*/false);
   if (s == "fsdp2") return std::make_unique<ShardedStrategy>(options, /*per_parameter=*/true);
   throw user_error("--strategy ", s, " is not implemented yet in this build (available: single, "
-                   "ddp, fsdp, fsdp2)");
+                   "ddp, fsdp, fsdp2, pp, tp)");
 }
 
 }  // namespace hlp::parallel

@@ -29,6 +29,8 @@ class Recorder;
 
 namespace hlp::parallel {
 
+class Mesh;
+
 // One micro-batch: inputs and next-token targets, both [B, T] int64.
 struct MicroBatch {
   torch::Tensor inputs;
@@ -55,7 +57,12 @@ struct StrategyOptions {
   uint64_t seed = 0;
   bool bf16 = false;                                // bf16 compute, fp32 master weights
   double bucket_mb = 25.0;                          // ddp
-  std::shared_ptr<comm::Communicator> dp_comm;      // data-parallel group (world for now)
+  std::shared_ptr<comm::Communicator> dp_comm;      // data-parallel group (the mesh's dp axis)
+  // Model parallelism (pipeline.h, tensor_parallel.h): used when mesh pp or tp > 1.
+  std::shared_ptr<Mesh> mesh;                       // nullptr = dp only
+  std::string pp_split = "balanced";                // uniform | params | balanced | L0,L1,...
+  std::string pp_schedule = "1f1b";                 // gpipe | 1f1b
+  int64_t seq_len = 0;                              // T (cost model of the balanced split)
   metrics::Recorder* recorder = nullptr;            // optional: spans for the trace
 };
 

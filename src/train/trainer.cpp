@@ -11,6 +11,8 @@
 #include "metrics/recorder.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
@@ -63,10 +65,10 @@ std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
 TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> world,
                    const TrainHooks& hooks) {
   at::set_num_threads(c.threads);
-  if (c.tp > 1 || c.pp > 1 || c.strategy == "pp" || c.strategy == "tp")
-    throw user_error("pipeline and tensor parallelism (--strategy pp/tp, --pp, --tp) are not "
-                     "implemented yet in this build");
-  const int dp = world->size(), dp_rank = world->rank();
+  // The dp x pp x tp mesh (collective). Data parallelism runs over its dp axis; the pp and tp
+  // partners of one dp rank read the same rows (the loader is indexed by the dp coordinate).
+  auto mesh = std::make_shared<parallel::Mesh>(world, c.tp, c.pp);
+  const int dp = mesh->shape().dp, dp_rank = mesh->coord().dp;
   const BatchSplit split = split_batch(c, dp);
 
   data::DataOptions data_options;
@@ -94,7 +96,11 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
   so.seed = c.seed;
   so.bf16 = c.precision == "bf16";
   so.bucket_mb = c.bucket_mb;
-  so.dp_comm = world;
+  so.dp_comm = mesh->dp_comm();
+  so.mesh = mesh;
+  so.pp_split = c.pp_split;
+  so.pp_schedule = c.pp_schedule;
+  so.seq_len = c.seq_len;
   so.recorder = hooks.recorder;
   auto strategy = parallel::make_strategy(so);
 
@@ -171,6 +177,8 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
       break;
     }
   }
+  if (auto* pipeline = dynamic_cast<parallel::PipelineStrategy*>(strategy.get()))
+    outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
   outcome.held = strategy->held_bytes();
   outcome.optimizer_bytes = optimizer.state_bytes();
   return outcome;

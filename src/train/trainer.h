@@ -3,11 +3,13 @@
 //   next global batch (this rank's rows) -> micro-batches -> strategy forward/backward
 //   -> global gradient norm, clipping -> AdamW over the strategy's slots -> metrics, progress.
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "metrics/result_info.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
 
@@ -36,6 +38,9 @@ struct TrainOutcome {
   parallel::HeldBytes held;
   int64_t optimizer_bytes = 0;
   int64_t params_total = 0, params_trainable = 0;
+  // Pipeline runs (--pp > 1 or --tp > 1): per-stage split, costs, times and bubble, for
+  // ResultWriter::write_pipeline (same value on every rank).
+  std::optional<metrics::PipelineInfo> pipeline;
 };
 
 struct TrainHooks {

@@ -1,0 +1,178 @@
+// PipelineStrategy: building the stage, its gradients and their reductions, and the per-stage
+// records. The schedules themselves are in pipeline_schedule.cpp.
+#include "parallel/pipeline.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "model/accounting.h"
+#include "model/lora.h"
+#include "parallel/strategy_util.h"
+
+namespace hlp::parallel {
+
+PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
+    : options_(options), mesh_(options.mesh) {
+  if (!mesh_) throw std::logic_error("PipelineStrategy needs StrategyOptions::mesh");
+  if (options_.pp_schedule != "gpipe" && options_.pp_schedule != "1f1b")
+    throw user_error("--pp-schedule: unknown value '", options_.pp_schedule,
+                     "'; choose gpipe or 1f1b");
+  stage_ = mesh_->coord().pp;
+  stages_ = mesh_->shape().pp;
+  split_ = split_stages(options_.model, options_.lora, options_.seq_len > 0 ? options_.seq_len : 128,
+                        stages_, options_.pp_split);
+  const int64_t L = options_.model.num_layers();
+  const int64_t first = split_.first_block[size_t(stage_)], end = split_.end_block[size_t(stage_)];
+  model_ = model::HybridLM(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,
+                           /*has_head=*/end == L);
+  model::apply_lora(model_, options_.lora);
+  model_->train();
+  tp_ = std::make_unique<TensorParallel>(model_, mesh_->tp_comm(), options_.lora.dropout);
+
+  const auto counts = model::count_parameters(options_.model, options_.lora);
+  params_total_ = counts.total;
+  params_trainable_ = counts.trainable;
+  for (auto& [name, p] : named_params(*model_)) {
+    param_bytes_ += p.nbytes();
+    if (p.requires_grad()) trainable_.emplace_back(name, p);
+  }
+  // Tied embeddings: the first stage embeds with the matrix, the last stage multiplies by it;
+  // both hold a copy, so a trainable one needs its two gradient halves summed. Decided from the
+  // configuration, identically on every pp rank (the split is collective over the pp group).
+  const bool sync_embedding =
+      stages_ > 1 && options_.model.tied_embeddings &&
+      (options_.lora.full_finetune() || options_.lora.saves_parameter("embed_tokens.weight"));
+  if (sync_embedding) {
+    const bool member = stage_ == 0 || stage_ == stages_ - 1;
+    embedding_comm_ = mesh_->pp_comm()->split(member ? 0 : -1, stage_);
+  }
+  allocate_grads();
+}
+
+void PipelineStrategy::allocate_grads() {
+  // Partial (summed over tp) gradients first, so they are one contiguous prefix of the buffer.
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < trainable_.size(); ++i) {
+      const bool partial = tp_->size() > 1 && tp_placement(trainable_[i].first) == TpPlacement::Partial;
+      if (partial == (pass == 0)) order.push_back(i);
+    }
+  int64_t numel = 0;
+  for (auto& [name, p] : trainable_) numel += p.numel();
+  flat_grads_ = at::zeros({numel}, at::kFloat);
+  int64_t offset = 0;
+  for (size_t i : order) {
+    auto& [name, p] = trainable_[i];
+    at::Tensor g = flat_grads_.narrow(0, offset, p.numel()).view(p.sizes());
+    p.mutable_grad() = g;
+    const TpPlacement placement = tp_placement(name);
+    if (tp_->size() > 1 && placement == TpPlacement::Partial) partial_numel_ = offset + p.numel();
+    if (name == "embed_tokens.weight" && embedding_comm_) embedding_slot_ = int(slots_.size());
+    slots_.push_back({name, p, g});
+    placement_.push_back(placement);
+    offset += p.numel();
+  }
+  grad_bytes_ = flat_grads_.nbytes();
+}
+
+void PipelineStrategy::reduce_grads(PhaseTimes& times) {
+  const double t0 = now_s();
+  if (tp_->size() > 1 && partial_numel_ > 0)
+    mesh_->tp_comm()->all_reduce(flat_grads_.narrow(0, 0, partial_numel_), comm::ReduceOp::Sum);
+  if (embedding_comm_ && embedding_slot_ >= 0)
+    embedding_comm_->all_reduce(slots_[size_t(embedding_slot_)].grad, comm::ReduceOp::Sum);
+  if (options_.dp_comm && options_.dp_comm->size() > 1 && flat_grads_.numel() > 0)
+    options_.dp_comm->all_reduce(flat_grads_, comm::ReduceOp::Avg);
+  times.comm_exposed_s += now_s() - t0;
+}
+
+double PipelineStrategy::grad_norm() {
+  // Count every element of the whole model once: tp shards on every tp rank, tp-replicated
+  // tensors on tp rank 0 only, the tied embedding on the first stage only.
+  const bool tp_leader = mesh_->coord().tp == 0;
+  double sq = 0.0;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (placement_[i] != TpPlacement::Sharded && !tp_leader) continue;
+    if (int(i) == embedding_slot_ && stage_ == stages_ - 1) continue;
+    sq += slots_[i].grad.to(at::kDouble).pow(2).sum().item<double>();
+  }
+  at::Tensor v = at::full({1}, sq, at::kDouble);
+  if (mesh_->shape().tp > 1) mesh_->tp_comm()->all_reduce(v, comm::ReduceOp::Sum);
+  if (stages_ > 1) mesh_->pp_comm()->all_reduce(v, comm::ReduceOp::Sum);
+  return std::sqrt(v.item<double>());
+}
+
+void PipelineStrategy::zero_grad() { flat_grads_.zero_(); }
+
+std::vector<StageRecord> PipelineStrategy::stage_records() {
+  StageRecord mine = first_step_;
+  if (measured_steps_ > 0) {
+    const double n = double(measured_steps_);
+    mine = measured_sum_;
+    mine.forward_s /= n;
+    mine.backward_s /= n;
+    mine.idle_s /= n;
+    mine.wall_s /= n;
+  }
+  mine.first_block = split_.first_block[size_t(stage_)];
+  mine.end_block = split_.end_block[size_t(stage_)];
+  mine.predicted_cost = split_.stage_cost[size_t(stage_)];
+  constexpr int64_t kFields = 7;
+  at::Tensor local = at::tensor({double(mine.first_block), double(mine.end_block),
+                                 mine.predicted_cost, mine.forward_s, mine.backward_s,
+                                 mine.idle_s, mine.wall_s},
+                                at::kDouble);
+  at::Tensor all = at::zeros({stages_ * kFields}, at::kDouble);
+  if (stages_ > 1)
+    mesh_->pp_comm()->all_gather(local, all);
+  else
+    all.copy_(local);
+  std::vector<StageRecord> out(static_cast<size_t>(stages_));
+  auto a = all.accessor<double, 1>();
+  for (int s = 0; s < stages_; ++s) {
+    const int64_t o = s * kFields;
+    out[size_t(s)] = {int64_t(a[o]), int64_t(a[o + 1]), a[o + 2], a[o + 3], a[o + 4], a[o + 5],
+                      a[o + 6]};
+  }
+  return out;
+}
+
+metrics::PipelineInfo PipelineStrategy::pipeline_info() {
+  const auto records = stage_records();
+  metrics::PipelineInfo info;
+  double bubble_sum = 0.0;
+  for (const auto& r : records) {
+    info.stage_first_layer.push_back(r.first_block);
+    info.stage_cost.push_back(r.predicted_cost);
+    info.stage_cost_measured_s.push_back(r.forward_s + r.backward_s);
+    bubble_sum += r.bubble_fraction();
+  }
+  const double p = stages_, m = double(last_micro_batches_);
+  info.bubble_fraction = bubble_sum / p;
+  info.bubble_fraction_theory = m > 0 ? (p - 1) / (m + p - 1) : 0.0;
+  info.schedule = options_.pp_schedule;
+  info.split = split_.method;
+  info.micro_batches = last_micro_batches_;
+  return info;
+}
+
+void PipelineStrategy::record_step(double forward_s, double backward_s, double wall_s) {
+  StageRecord r;
+  r.forward_s = forward_s;
+  r.backward_s = backward_s;
+  r.wall_s = wall_s;
+  r.idle_s = std::max(0.0, wall_s - forward_s - backward_s);
+  if (steps_run_++ == 0) {
+    first_step_ = r;
+    return;
+  }
+  measured_sum_.forward_s += r.forward_s;
+  measured_sum_.backward_s += r.backward_s;
+  measured_sum_.idle_s += r.idle_s;
+  measured_sum_.wall_s += r.wall_s;
+  ++measured_steps_;
+}
+
+}  // namespace hlp::parallel

@@ -1,0 +1,114 @@
+#pragma once
+// Model-parallel strategy over the dp x pp x tp mesh: `--strategy pp --pp N`, `--strategy tp
+// --tp N`, and `ddp` / `single` with --pp and/or --tp.
+//
+//   pp axis  each rank builds only its stage's part of the model (HybridLM's part constructor;
+//            the split is stage_split.h's). Activations [B, T, D] go forward and their
+//            gradients backward point-to-point between neighbouring stages. Schedules are the
+//            explicit loops of pipeline_schedule.cpp: gpipe (all forwards, then all backwards)
+//            and 1f1b (warm-up forwards, steady one-forward-one-backward, cool-down backwards).
+//   tp axis  the stage's projections are sliced Megatron-style (tensor_parallel.h).
+//   dp axis  after the schedule, gradients are averaged over the dp group with one all-reduce
+//            of one flat buffer (DDP semantics without overlap).
+//
+// After backward, in this order: partial tp gradients summed over tp; with tied embeddings and
+// a trainable embedding, the embedding gradient summed between the first and the last stage
+// (both hold the matrix and apply the same update); then the dp average.
+// The loss lives on the last stage; it is broadcast over the pp group.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metrics/result_info.h"
+#include "model/hybrid_lm.h"
+#include "parallel/mesh.h"
+#include "parallel/stage_split.h"
+#include "parallel/strategy.h"
+#include "parallel/tensor_parallel.h"
+
+namespace hlp::parallel {
+
+// One stage as measured on its ranks: means per step over the steps after the first
+// (all steps if only one ran).
+struct StageRecord {
+  int64_t first_block = 0, end_block = 0;
+  double predicted_cost = 0.0;  // layer_costs units (executed FLOP per token)
+  double forward_s = 0.0;       // compute of all forwards of one step
+  double backward_s = 0.0;      // compute of all backwards of one step
+  double idle_s = 0.0;          // schedule wall time minus compute (waiting for neighbours)
+  double wall_s = 0.0;          // schedule wall time of one step
+  double bubble_fraction() const { return wall_s > 0 ? idle_s / wall_s : 0.0; }
+};
+
+class PipelineStrategy : public Strategy {
+ public:
+  explicit PipelineStrategy(const StrategyOptions& options);
+
+  std::string name() const override { return options_.name; }
+  double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
+                          PhaseTimes& times) override;
+  double eval_loss(const std::vector<MicroBatch>& micro_batches) override;
+  std::vector<OptimSlot>& optim_slots() override { return slots_; }
+  double grad_norm() override;  // collective over tp and pp
+  void zero_grad() override;
+  HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_}; }
+  int64_t params_total() const override { return params_total_; }
+  int64_t params_trainable() const override { return params_trainable_; }
+
+  const StageSplit& split() const { return split_; }
+  int stage() const { return stage_; }
+  int stages() const { return stages_; }
+  // COLLECTIVE over the pp group: every stage's record, in stage order.
+  std::vector<StageRecord> stage_records();
+  // COLLECTIVE over the pp group: the result file's /pipeline.
+  metrics::PipelineInfo pipeline_info();
+
+ private:
+  // One micro-batch through this stage (pipeline_schedule.cpp).
+  void forward_step(int m, bool with_grad);
+  void backward_step(int m);
+  void run_gpipe(int micro_batches);
+  void run_1f1b(int micro_batches);
+  void wait_sends();
+  void record_step(double forward_s, double backward_s, double wall_s);
+
+  void allocate_grads();
+  void reduce_grads(PhaseTimes& times);
+  void check_tp_batches(const std::vector<MicroBatch>& micro_batches);
+
+  StrategyOptions options_;
+  std::shared_ptr<Mesh> mesh_;
+  int stage_ = 0, stages_ = 1;
+  StageSplit split_;
+  model::HybridLM model_{nullptr};
+  std::unique_ptr<TensorParallel> tp_;
+  std::shared_ptr<comm::Communicator> embedding_comm_;  // {first, last stage} when tied + trainable
+
+  std::vector<std::pair<std::string, torch::Tensor>> trainable_;  // named_parameters order
+  std::vector<OptimSlot> slots_;
+  std::vector<TpPlacement> placement_;  // per slot
+  at::Tensor flat_grads_;               // every slot's grad is a view into it
+  int64_t partial_numel_ = 0;           // leading elements of flat_grads_ summed over tp
+  int embedding_slot_ = -1;
+  int64_t params_total_ = 0, params_trainable_ = 0, param_bytes_ = 0, grad_bytes_ = 0;
+  bool batches_checked_ = false;
+
+  // Per-step state of the schedule.
+  struct InFlight {
+    torch::Tensor input;   // received activation (requires grad), undefined on stage 0
+    torch::Tensor output;  // activation sent on, or the scaled loss on the last stage
+  };
+  const std::vector<MicroBatch>* micro_batches_ = nullptr;
+  std::vector<InFlight> inflight_;
+  std::vector<std::pair<comm::WorkPtr, torch::Tensor>> sends_;  // kept alive until waited
+  double loss_sum_ = 0.0;
+  int64_t step_ = 0;
+  PhaseTimes* times_ = nullptr;
+
+  // Measured per-step sums (steps after the first) for stage_records().
+  StageRecord measured_sum_;
+  int64_t measured_steps_ = 0, steps_run_ = 0, last_micro_batches_ = 0;
+  StageRecord first_step_;
+};
+
+}  // namespace hlp::parallel
