@@ -21,6 +21,8 @@ DEB_PACKAGES := build-essential cmake make pkg-config git ccache \
 # ccache with the shared LibTorch precompiled header
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE := 5G
+# relative paths in the cache key: a fresh clone elsewhere reuses what an earlier build compiled
+export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps build test run bench clean
 
