@@ -8,7 +8,9 @@ DIR/peer_ddp.json (bench/peer/peer_ddp.py) and prints:
   2. HLP ddp tokens/s / PyTorch DDP tokens/s;
   3. the loss curves of HLP ddp and the peer side by side, max relative difference.
 Throughput for every row, HLP and peer alike: per step, the slowest rank's step time
-(max over ranks); tokens/s = G*T / median of that over the steps after the first (warm-up).
+(max over ranks); tokens/s = G*T / median of that over the steps after the first (warm-up) of
+every run (repeats <stem>.r2.h5, peer_ddp.r2.json, ... are pooled); "best step" = G*T / the
+fastest such step (the least disturbed by other load on a shared machine).
 Exposed-communication fraction = median over steps >= 1 of max over ranks of comm_exposed_s /
 step_time_s. Also writes DIR/summary.json and DIR/loss_curves.csv.
 
@@ -17,6 +19,7 @@ Exit code 0 (the verdicts are printed: a benchmark reports), except with --requi
 1 when the HLP ddp and peer loss curves are missing or differ by more than --tolerance.
 """
 import argparse
+import re
 import json
 import os
 import statistics
@@ -37,38 +40,77 @@ def read_h5(path):
     return world, m
 
 
-def hlp_row(name, path):
-    world, m = read_h5(path)
-    st = m["step_time_s"]  # [world, steps]
-    if st.shape[1] <= WARMUP:
-        raise SystemExit("%s: %d steps, need more than the %d warm-up step(s)" % (path, st.shape[1], WARMUP))
-    tokens_global = m["tokens"].sum(axis=0)  # tokens each rank processed, summed: G*T per step
-    slowest = st.max(axis=0)
-    tps = float(np.median(tokens_global[WARMUP:] / slowest[WARMUP:]))
-    frac = m["comm_exposed_s"] / st
+def runs_of(directory, stem, ext):
+    """stem.ext, then the interleaved repeats stem.r2.ext, stem.r3.ext, ..."""
+    first = os.path.join(directory, stem + ext)
+    pattern = re.compile(re.escape(stem) + r"\.r(\d+)" + re.escape(ext) + "$")
+    rest = sorted((int(m.group(1)), os.path.join(directory, name))
+                  for name in os.listdir(directory) for m in [pattern.match(name)] if m)
+    return ([first] if os.path.exists(first) else []) + [p for _, p in rest]
+
+
+def cpu_per_step(paths, steps_per_run):
+    """CPU seconds (user + sys, all ranks, whole run incl. start-up) per step, from the
+    <run>.cpu.json files cpu_time.py wrote next to each run; None when any is missing."""
+    total = 0.0
+    for path in paths:
+        cpu = os.path.splitext(path)[0] + ".cpu.json"
+        if not os.path.exists(cpu):
+            return None
+        with open(cpu) as f:
+            c = json.load(f)
+        total += c["user_s"] + c["sys_s"]
+    return total / (steps_per_run * len(paths))
+
+
+def throughput(tokens_per_step, slowest_after_warmup):
+    """median-step and best-step global tokens/s from per-step slowest-rank times."""
+    return (float(np.median(tokens_per_step / np.asarray(slowest_after_warmup))),
+            float(np.max(tokens_per_step / np.asarray(slowest_after_warmup))))
+
+
+def hlp_row(name, paths):
+    """All runs' steps after the warm-up are pooled; losses and bytes come from the first run."""
+    pooled, frac, world, first = [], [], None, None
+    for path in paths:
+        world, m = read_h5(path)
+        st = m["step_time_s"]  # [world, steps]
+        if st.shape[1] <= WARMUP:
+            raise SystemExit("%s: %d steps, need more than the %d warm-up step(s)" % (path, st.shape[1], WARMUP))
+        tokens_per_step = float(m["tokens"][:, 0].sum())  # each rank's tokens, summed: G*T
+        pooled += list(st.max(axis=0)[WARMUP:])
+        frac += list((m["comm_exposed_s"] / st).max(axis=0)[WARMUP:])
+        first = first or m
+    tps, best = throughput(tokens_per_step, pooled)
     return {
-        "name": "hlp " + name, "world": world,
-        "tokens_per_s": tps, "tokens_per_s_per_device": tps / world,
-        "hlp_reported_tokens_per_s": float(np.median(m["tokens_per_s"][:, WARMUP:])),
-        "step_time_s": float(np.median(slowest[WARMUP:])),
-        "peak_bytes": int(np.nanmax(m["peak_bytes"])),
-        "param_bytes": int(np.nanmax(m["param_bytes"])),
-        "grad_bytes": int(np.nanmax(m["grad_bytes"])),
-        "optimizer_bytes": int(np.nanmax(m["optimizer_bytes"])),
-        "comm_exposed_fraction": float(np.median(frac.max(axis=0)[WARMUP:])),
-        "losses": [float(x) for x in m["loss"][0]],
+        "name": "hlp " + name, "world": world, "runs": len(paths), "steps_used": len(pooled),
+        "tokens_per_s": tps, "tokens_per_s_per_device": tps / world, "best_step_tokens_per_s": best,
+        "hlp_reported_tokens_per_s": float(np.median(first["tokens_per_s"][:, WARMUP:])),
+        "step_time_s": float(np.median(pooled)), "step_times_s": pooled,
+        "peak_bytes": int(np.nanmax(first["peak_bytes"])),
+        "param_bytes": int(np.nanmax(first["param_bytes"])),
+        "grad_bytes": int(np.nanmax(first["grad_bytes"])),
+        "optimizer_bytes": int(np.nanmax(first["optimizer_bytes"])),
+        "comm_exposed_fraction": float(np.median(frac)),
+        "cpu_s_per_step": cpu_per_step(paths, first["step_time_s"].shape[1]),
+        "losses": [float(x) for x in first["loss"][0]],
     }
 
 
-def peer_row(path):
-    with open(path) as f:
-        p = json.load(f)
-    slowest = [max(t) for t in p["step_time_s"]]
-    step = statistics.median(slowest[WARMUP:])
-    tps = p["tokens_per_step"] / step
-    return {"name": "pytorch ddp", "world": p["world"], "tokens_per_s": tps,
-            "tokens_per_s_per_device": tps / p["world"], "step_time_s": step,
-            "losses": p["losses"]}
+def peer_row(paths):
+    pooled, first = [], None
+    for path in paths:
+        with open(path) as f:
+            p = json.load(f)
+        pooled += [max(t) for t in p["step_time_s"]][WARMUP:]
+        first = first or p
+    tps, best = throughput(first["tokens_per_step"], pooled)
+    return {"name": "pytorch ddp", "world": first["world"], "runs": len(paths),
+            "steps_used": len(pooled), "tokens_per_s": tps,
+            "tokens_per_s_per_device": tps / first["world"], "best_step_tokens_per_s": best,
+            "step_time_s": float(np.median(pooled)), "step_times_s": pooled,
+            "cpu_s_per_step": cpu_per_step(paths, len(first["losses"])),
+            "losses": first["losses"]}
 
 
 def mib(b):
@@ -85,32 +127,47 @@ def main():
     args = ap.parse_args()
     rows = []
     for s in STRATEGIES:
-        path = os.path.join(args.dir, s + ".h5")
-        if os.path.exists(path):
-            rows.append(hlp_row(s, path))
+        paths = runs_of(args.dir, s, ".h5")
+        if paths:
+            rows.append(hlp_row(s, paths))
         else:
-            print("missing %s (skipped)" % path, file=sys.stderr)
-    peer_path = os.path.join(args.dir, "peer_ddp.json")
-    peer = peer_row(peer_path) if os.path.exists(peer_path) else None
+            print("no %s.h5 in %s (skipped)" % (s, args.dir), file=sys.stderr)
+    peer_paths = runs_of(args.dir, "peer_ddp", ".json")
+    peer = peer_row(peer_paths) if peer_paths else None
 
     print("\n## Strategies (medians after %d warm-up step; bytes: max over ranks, MiB)\n" % WARMUP)
-    print("| run | ranks | step s | tokens/s global | tokens/s per device | peak MiB | param MiB "
-          "| grad MiB | optim MiB | exposed comm |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| run | ranks | steps used | median step s | tokens/s global | tokens/s per device "
+          "| best-step tokens/s | peak MiB | param MiB | grad MiB | optim MiB | exposed comm "
+          "| CPU s/step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows + ([peer] if peer else []):
-        print("| %s | %d | %.3f | %.0f | %.0f | %s | %s | %s | %s | %s |" % (
-            r["name"], r["world"], r["step_time_s"], r["tokens_per_s"],
-            r["tokens_per_s_per_device"], mib(r.get("peak_bytes")), mib(r.get("param_bytes")),
+        print("| %s | %d | %d | %.3f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s |" % (
+            r["name"], r["world"], r["steps_used"], r["step_time_s"], r["tokens_per_s"],
+            r["tokens_per_s_per_device"], r["best_step_tokens_per_s"], mib(r.get("peak_bytes")), mib(r.get("param_bytes")),
             mib(r.get("grad_bytes")), mib(r.get("optimizer_bytes")),
-            "%.1f %%" % (100 * r["comm_exposed_fraction"]) if "comm_exposed_fraction" in r else "-"))
+            "%.1f %%" % (100 * r["comm_exposed_fraction"]) if "comm_exposed_fraction" in r else "-",
+            "%.2f" % r["cpu_s_per_step"] if r.get("cpu_s_per_step") else "-"))
+    print("\nCPU s/step: user + sys seconds of all ranks over the whole run (start-up, init and "
+          "the warm-up step included) / steps; less sensitive to other load than wall time, but "
+          "includes MPI busy-polling while a rank waits.")
 
     summary = {"rows": rows, "peer": peer}
     ddp = next((r for r in rows if r["name"] == "hlp ddp"), None)
     if ddp and peer:
         ratio = ddp["tokens_per_s"] / peer["tokens_per_s"]
+        best = ddp["best_step_tokens_per_s"] / peer["best_step_tokens_per_s"]
         summary["hlp_ddp_over_pytorch_ddp"] = ratio
-        print("\nHLP ddp tokens/s / PyTorch DDP tokens/s = %.0f / %.0f = %.2fx (target >= 1.2: %s)"
-              % (ddp["tokens_per_s"], peer["tokens_per_s"], ratio, "met" if ratio >= 1.2 else "NOT met"))
+        summary["hlp_ddp_over_pytorch_ddp_best_step"] = best
+        print("\nHLP ddp tokens/s / PyTorch DDP tokens/s (medians, %d vs %d steps pooled over "
+              "%d interleaved run(s) each) = %.0f / %.0f = %.2fx (target >= 1.2: %s)"
+              % (ddp["steps_used"], peer["steps_used"], peer["runs"], ddp["tokens_per_s"],
+                 peer["tokens_per_s"], ratio, "met" if ratio >= 1.2 else "NOT met"))
+        print("best step (least disturbed by other load): %.0f / %.0f = %.2fx"
+              % (ddp["best_step_tokens_per_s"], peer["best_step_tokens_per_s"], best))
+        if ddp.get("cpu_s_per_step") and peer.get("cpu_s_per_step"):
+            summary["pytorch_cpu_over_hlp_cpu"] = peer["cpu_s_per_step"] / ddp["cpu_s_per_step"]
+            print("CPU seconds per step, PyTorch DDP / HLP ddp: %.2f / %.2f = %.2fx"
+                  % (peer["cpu_s_per_step"], ddp["cpu_s_per_step"], summary["pytorch_cpu_over_hlp_cpu"]))
         n = min(len(ddp["losses"]), len(peer["losses"]))
         print("\n## Loss curves (same initial weights, same batches)\n")
         print("| step | hlp ddp | pytorch ddp | rel diff |")

@@ -11,7 +11,9 @@
 #   BUILD_DIR  holds bin/hlp-train and bin/hlp-export-init (default: <repo>/build)
 #   OUT_DIR    result files, peer JSON, summary.json, loss_curves.csv (default: BUILD_DIR/bench-train)
 # Environment overrides (defaults = the configuration the README numbers use):
-#   HLP_BENCH_MODEL=small HLP_BENCH_SEQ=256 HLP_BENCH_MICRO=2 HLP_BENCH_GLOBAL=8 HLP_BENCH_STEPS=6
+#   HLP_BENCH_MODEL=small HLP_BENCH_SEQ=256 HLP_BENCH_MICRO=2 HLP_BENCH_GLOBAL=8 HLP_BENCH_STEPS=5
+#   HLP_BENCH_PAIRS=2: hlp ddp and the peer run alternately this many times each (ddp, peer, ddp,
+#     peer): on a shared machine the load drifts, and interleaving gives both the same drift
 #   HLP_BENCH_RANK=8 HLP_BENCH_ALPHA=16 HLP_BENCH_TOKENIZER=<repo>/datasets/sample/spm.model
 #   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" HLP_BENCH_PEER=1 MPIEXEC=mpiexec PYTHON=/usr/bin/python3
 #   HLP_BENCH_LOSS_CHECK=1: exit 1 unless the HLP ddp and peer loss curves agree within 1e-4
@@ -24,7 +26,8 @@ MODEL=${HLP_BENCH_MODEL:-small}
 SEQ=${HLP_BENCH_SEQ:-256}
 MICRO=${HLP_BENCH_MICRO:-2}
 GLOBAL=${HLP_BENCH_GLOBAL:-8}
-STEPS=${HLP_BENCH_STEPS:-6}
+STEPS=${HLP_BENCH_STEPS:-5}
+PAIRS=${HLP_BENCH_PAIRS:-2}
 RANK=${HLP_BENCH_RANK:-8}
 ALPHA=${HLP_BENCH_ALPHA:-16}
 TOKENIZER=${HLP_BENCH_TOKENIZER:-$SRC/datasets/sample/spm.model}
@@ -39,7 +42,7 @@ for exe in hlp-train hlp-export-init; do
   [[ -x $BUILD/bin/$exe ]] || { echo "error: $BUILD/bin/$exe not found; build it: cmake --build $BUILD --target $exe" >&2; exit 2; }
 done
 mkdir -p "$OUT"
-rm -f "$OUT"/*.h5 "$OUT"/peer_ddp.json
+rm -f "$OUT"/*.h5 "$OUT"/*.json
 
 # Identical on both sides: model, LoRA, data, optimizer, schedule, clipping, 1 thread a rank.
 COMMON=(--model "$MODEL" --tokenizer "$TOKENIZER" --data "$DATA" --seq-len "$SEQ"
@@ -49,13 +52,22 @@ COMMON=(--model "$MODEL" --tokenizer "$TOKENIZER" --data "$DATA" --seq-len "$SEQ
 
 echo "[bench-train] $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; model $MODEL T=$SEQ B=$MICRO G=$GLOBAL steps=$STEPS LoRA r=$RANK alpha=$ALPHA -> $OUT"
 t0=$SECONDS
-run_peer() {
-  echo "[bench-train] PyTorch DDP peer on 2 processes (right after hlp ddp, so both see the same machine load)"
-  "$PYTHON" "$SRC/bench/peer/peer_ddp.py" --export-dir "$OUT/export" --out "$OUT/peer_ddp.json" \
+run_peer() {  # $1: output suffix ("" or ".rK")
+  echo "[bench-train] PyTorch DDP peer on 2 processes"
+  "$PYTHON" "$SRC/bench/peer/cpu_time.py" "$OUT/peer_ddp$1.cpu.json" -- \
+    "$PYTHON" "$SRC/bench/peer/peer_ddp.py" --export-dir "$OUT/export" --out "$OUT/peer_ddp$1.json" \
     --steps "$STEPS" --world 2 --threads 1 --micro-batch "$MICRO" --lr 1e-3 --warmup-steps 2 \
-    --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1 > "$OUT/peer_ddp.log" 2>&1 \
-    || { echo "error: the PyTorch peer failed; see $OUT/peer_ddp.log" >&2; tail -5 "$OUT/peer_ddp.log" >&2; exit 1; }
-  grep -E 'step' "$OUT/peer_ddp.log" | tail -1 || true
+    --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1 > "$OUT/peer_ddp$1.log" 2>&1 \
+    || { echo "error: the PyTorch peer failed; see $OUT/peer_ddp$1.log" >&2; tail -5 "$OUT/peer_ddp$1.log" >&2; exit 1; }
+  grep -E 'step' "$OUT/peer_ddp$1.log" | tail -1 || true
+}
+run_hlp() {  # $1: strategy, $2: output suffix
+  local n=2; [[ $1 == single ]] && n=1
+  echo "[bench-train] hlp-train --strategy $1 on $n rank(s)"
+  "$PYTHON" "$SRC/bench/peer/cpu_time.py" "$OUT/$1$2.cpu.json" -- \
+    "$MPIEXEC" -n "$n" "$BUILD/bin/hlp-train" --strategy "$1" "${COMMON[@]}" --out "$OUT/$1$2.h5" \
+    > "$OUT/$1$2.log" 2>&1 || { echo "error: hlp-train $1 failed; see $OUT/$1$2.log" >&2; tail -5 "$OUT/$1$2.log" >&2; exit 1; }
+  grep -E 'step' "$OUT/$1$2.log" | tail -1 || true
 }
 if [[ $PEER == 1 ]]; then
   echo "[bench-train] hlp-export-init: initial weights + $STEPS global batches for the peer"
@@ -64,12 +76,15 @@ if [[ $PEER == 1 ]]; then
     --seed "$SEED" --batches "$STEPS" --out-dir "$OUT/export"
 fi
 for s in $STRATEGIES; do
-  n=2; [[ $s == single ]] && n=1
-  echo "[bench-train] hlp-train --strategy $s on $n rank(s)"
-  "$MPIEXEC" -n "$n" "$BUILD/bin/hlp-train" --strategy "$s" "${COMMON[@]}" --out "$OUT/$s.h5" \
-    > "$OUT/$s.log" 2>&1 || { echo "error: hlp-train $s failed; see $OUT/$s.log" >&2; tail -5 "$OUT/$s.log" >&2; exit 1; }
-  grep -E 'step' "$OUT/$s.log" | tail -1 || true
-  if [[ $s == ddp && $PEER == 1 ]]; then run_peer; fi
+  if [[ $s == ddp && $PEER == 1 ]]; then
+    for ((k = 1; k <= PAIRS; ++k)); do
+      suffix=""; ((k > 1)) && suffix=".r$k"
+      run_hlp ddp "$suffix"
+      run_peer "$suffix"
+    done
+  else
+    run_hlp "$s" ""
+  fi
 done
 
 CHECK=(); [[ ${HLP_BENCH_LOSS_CHECK:-0} == 1 ]] && CHECK=(--require-agreement)
