@@ -6,9 +6,12 @@
 // At 4 ranks: pp4 x {gpipe, 1f1b} x {uniform, balanced}, dp2 x pp2, dp2 x tp2, tp2 x pp2.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "common/error.h"
+#include "data/tokenizer.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "train/trainer.h"
@@ -28,15 +31,42 @@ void check_parity(const std::vector<double>& got, const std::vector<double>& wan
   }
 }
 
-const std::vector<double>& reference(int lora_rank) {
-  static std::map<int, std::vector<double>> cache;
+// Losses and gradient norms of a run (the norm is collective over tp and pp: checks it too).
+struct Trajectory {
+  std::vector<double> losses, grad_norms;
+  train::TrainOutcome outcome;
+};
+
+Trajectory run(const train::TrainConfig& c, std::shared_ptr<comm::Communicator> comm) {
+  Trajectory t;
+  train::TrainHooks hooks;
+  hooks.on_step = [&](const train::StepReport& r, parallel::Strategy&) {
+    t.grad_norms.push_back(r.grad_norm);
+  };
+  t.outcome = train::train(c, comm, hooks);
+  t.losses = t.outcome.losses;
+  return t;
+}
+
+const Trajectory& reference(int lora_rank) {
+  static std::map<int, Trajectory> cache;
   auto it = cache.find(lora_rank);
   if (it == cache.end()) {
-    auto losses = train::train(test::tiny_config("single", lora_rank), test::self()).losses;
-    REQUIRE(losses.back() < losses.front());  // the loss must move, or parity proves nothing
-    it = cache.emplace(lora_rank, losses).first;
+    auto t = run(test::tiny_config("single", lora_rank), test::self());
+    REQUIRE(t.losses.back() < t.losses.front());  // the loss must move, or parity proves nothing
+    it = cache.emplace(lora_rank, t).first;
   }
   return it->second;
+}
+
+void check_parity(const Trajectory& got, const Trajectory& want) {
+  check_parity(got.losses, want.losses);
+  REQUIRE(got.grad_norms.size() == want.grad_norms.size());
+  for (size_t i = 0; i < got.grad_norms.size(); ++i) {
+    INFO("grad norm, step " << i << ": got " << got.grad_norms[i] << " want "
+                            << want.grad_norms[i]);
+    CHECK(std::abs(got.grad_norms[i] - want.grad_norms[i]) <= 1e-4 * want.grad_norms[i]);
+  }
 }
 
 train::TrainConfig mp_config(const std::string& strategy, int lora_rank, int pp, int tp) {
@@ -59,8 +89,9 @@ TEST_CASE("pipeline: pp = world size reproduces single for every schedule and sp
           auto c = mp_config("pp", lora_rank, n, 1);
           c.pp_schedule = schedule;
           c.pp_split = split;
-          auto o = train::train(c, test::world());
-          check_parity(o.losses, reference(lora_rank));
+          auto t = run(c, test::world());
+          check_parity(t, reference(lora_rank));
+          const auto& o = t.outcome;
           REQUIRE(o.pipeline.has_value());
           CHECK(o.pipeline->stage_first_layer.size() == size_t(n));
           CHECK(o.pipeline->stage_first_layer.front() == 0);
@@ -68,8 +99,13 @@ TEST_CASE("pipeline: pp = world size reproduces single for every schedule and sp
           CHECK(o.pipeline->bubble_fraction_theory == Approx(double(n - 1) / (4 + n - 1)));
           CHECK(o.pipeline->schedule == schedule);
           for (double s : o.pipeline->stage_cost_measured_s) CHECK(s > 0);
-          // parameters and gradients: this stage only, a strict part of the model
+          // parameters: this stage only; over all stages the whole model plus the last
+          // stage's copy of the tied embedding [V, D]
           CHECK(o.held.param_bytes < 4 * o.params_total);
+          at::Tensor bytes = at::full({1}, o.held.param_bytes, at::kLong);
+          test::world()->all_reduce(bytes, comm::ReduceOp::Sum);
+          const int64_t V = data::make_tokenizer("byte")->vocab_size(), D = 64;
+          CHECK(bytes.item<int64_t>() == 4 * (o.params_total + V * D));
         }
       }
 }
@@ -100,8 +136,7 @@ TEST_CASE("tensor parallel and compositions reproduce single", "[parity][tp]") {
       SECTION(std::string(k.strategy) + " pp" + std::to_string(k.pp) + " tp" +
               std::to_string(k.tp) + " lora_rank " + std::to_string(lora_rank)) {
         auto c = mp_config(k.strategy, lora_rank, k.pp, k.tp);
-        auto o = train::train(c, test::world());
-        check_parity(o.losses, reference(lora_rank));
+        check_parity(run(c, test::world()), reference(lora_rank));
       }
     }
 }
@@ -131,4 +166,53 @@ TEST_CASE("model-parallel configurations that cannot run are user errors", "[pp]
   auto c = mp_config("pp", 8, n, 1);
   c.pp_split = "0,0,0,0";
   CHECK_THROWS_AS(train::train(c, test::world()), UserError);
+}
+
+// Benchmark, not run by ctest (hidden tag): mpiexec -n 2|4 bin/test_mp_parity "[bench]"
+// small model (or its Jet-like 28-layer pattern), LoRA r8, T 128, micro-batch 1, 1f1b.
+TEST_CASE("pipeline benchmark: bubble vs theory, uniform vs balanced", "[.][bench]") {
+  const int n = test::world()->size();
+  const bool root = test::world()->rank() == 0;
+  auto run = [&](const std::string& pattern, const std::string& split, int m, const char* sched) {
+    auto c = mp_config("pp", 8, n, 1);
+    c.model = "small";
+    c.pattern = pattern;
+    c.seq_len = 128;
+    c.micro_batch = 1;
+    c.global_batch = m;
+    c.steps = 3;
+    c.pp_split = split;
+    c.pp_schedule = sched;
+    std::vector<double> step_s;
+    train::TrainHooks hooks;
+    hooks.on_step = [&](const train::StepReport& r, parallel::Strategy&) {
+      step_s.push_back(r.step_time_s);
+    };
+    auto o = train::train(c, test::world(), hooks);
+    std::sort(step_s.begin() + 1, step_s.end());
+    const double t = step_s[1 + (step_s.size() - 1) / 2];  // median after the first step
+    const auto& p = *o.pipeline;
+    double mx = 0, sum = 0, cmx = 0, csum = 0;
+    for (size_t s = 0; s < p.stage_cost_measured_s.size(); ++s) {
+      mx = std::max(mx, p.stage_cost_measured_s[s]);
+      sum += p.stage_cost_measured_s[s];
+      cmx = std::max(cmx, p.stage_cost[s]);
+      csum += p.stage_cost[s];
+    }
+    if (root) {
+      std::string firsts;
+      for (auto f : p.stage_first_layer) firsts += std::to_string(f) + " ";
+      std::printf("pp%d %-5s %-9s m=%d first=[%s] tokens/s %.0f  held %.1f MiB/rank  "
+                  "bubble %.3f (theory %.3f)  measured max/mean %.3f  model max/mean %.3f\n",
+                  n, sched, split.c_str(), m, firsts.c_str(), m * 128 / t,
+                  (o.held.param_bytes + o.held.grad_bytes + o.optimizer_bytes) / 1048576.0,
+                  p.bubble_fraction, p.bubble_fraction_theory, mx / (sum / n),
+                  cmx / (csum / n));
+      std::fflush(stdout);
+    }
+  };
+  for (int m : {1, 2, 4, 8}) run("", "uniform", m, "1f1b");
+  for (int m : {1, 4}) run("", "uniform", m, "gpipe");
+  for (const char* pattern : {"", "GGGGGGGGGGGGGGAGGGGASSGGGGGG"})
+    for (const char* split : {"uniform", "balanced"}) run(pattern, split, 4, "1f1b");
 }
