@@ -216,3 +216,23 @@ TEST_CASE("pipeline benchmark: bubble vs theory, uniform vs balanced", "[.][benc
   for (const char* pattern : {"", "GGGGGGGGGGGGGGAGGGGASSGGGGGG"})
     for (const char* split : {"uniform", "balanced"}) run(pattern, split, 4, "1f1b");
 }
+
+TEST_CASE("tensor parallel: the JetBlock layers of small (dynamic conv kernel generator) shard "
+          "correctly", "[parity][tp]") {
+  if (test::world()->size() != 2) return;  // tp2 only
+  for (int lora_rank : {8, 0}) {
+    auto c = test::tiny_config("single", lora_rank);
+    c.model = "small";  // JetBlock G layers: kernel_generator.w1 replicated, .w2 column-parallel
+    c.seq_len = 16;
+    c.global_batch = 2;
+    c.micro_batch = 1;
+    c.steps = 3;
+    c.lora_targets = "all-linear";  // adapters on every projection, w1 and w2 included
+    auto want = run(c, test::self());
+    REQUIRE(want.losses.back() < want.losses.front());
+    c.strategy = "tp";
+    c.tp = 2;
+    INFO("lora_rank " << lora_rank);
+    check_parity(run(c, test::world()), want);
+  }
+}
