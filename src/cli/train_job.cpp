@@ -46,6 +46,7 @@ int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commun
   if (!config.out.empty()) {
     metrics::WriterOptions wo;
     wo.flush_every_steps = config.flush_every;
+    wo.extra_metrics = {"eval_loss", "precision_bf16"};
     writer = std::make_unique<metrics::ResultWriter>(io_comm, config.out, info, wo);
   }
 
@@ -86,6 +87,8 @@ int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commun
     m[schema::kCommExposed] = r.phases.comm_exposed_s;
     m[schema::kCommBytes] = double(recorder->take_comm_totals().bytes);
     m[schema::kLr] = r.lr;
+    m["eval_loss"] = r.eval_loss;
+    m["precision_bf16"] = config.precision == "bf16" ? 1.0 : 0.0;
     m[schema::kGradNorm] = r.grad_norm;
     const auto held = strategy.held_bytes();
     metrics::CategoryBytes parts{held.param_bytes, held.grad_bytes, r.optimizer_bytes};
@@ -104,9 +107,11 @@ int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commun
     if (rank == 0) {
       const double elapsed = now_s() - t_start;
       const double eta = elapsed / double(r.step + 1) * double(config.steps - r.step - 1);
-      std::printf("[hlp-train] step %lld/%d  loss %.4f  %.0f tok/s  peak %.1f MiB  "
+      char eval[32] = "";
+      if (!std::isnan(r.eval_loss)) std::snprintf(eval, sizeof(eval), "  eval %.4f", r.eval_loss);
+      std::printf("[hlp-train] step %lld/%d  loss %.4f%s  %.0f tok/s  peak %.1f MiB  "
                   "comm exposed %.0f%%  ETA %.0f s\n",
-                  (long long)r.step + 1, config.steps, r.loss, m[schema::kTokensPerS],
+                  (long long)r.step + 1, config.steps, r.loss, eval, m[schema::kTokensPerS],
                   double(mem.peak_bytes) / (1 << 20),
                   100.0 * r.phases.comm_exposed_s / std::max(1e-9, r.step_time_s), eta);
       std::fflush(stdout);

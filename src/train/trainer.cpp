@@ -104,6 +104,16 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
   so.recorder = hooks.recorder;
   auto strategy = parallel::make_strategy(so);
 
+  // Held-out batch for --eval-every: the same stream laid out with another seed, read once.
+  std::vector<parallel::MicroBatch> eval_micro;
+  if (c.eval_every > 0) {
+    data::DataOptions eval_options = data_options;
+    eval_options.seed = c.seed ^ 0x5eedea1ull;
+    eval_options.loader_threads = 1;
+    data::Loader eval_loader(eval_options, dp_rank, dp);
+    eval_micro = to_micro_batches(eval_loader.next(), split);
+  }
+
   AdamWOptions adam;
   adam.weight_decay = c.weight_decay;
   AdamW optimizer(strategy->optim_slots(), adam);
@@ -153,6 +163,11 @@ TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> wor
       optimizer.step(r.lr, scale);
     }
     r.optimizer_s = now_s() - t_opt;
+    if (c.eval_every > 0 && (step + 1) % c.eval_every == 0) {
+      auto span = hooks.recorder ? hooks.recorder->span("eval", metrics::Lane::Compute, step)
+                                 : metrics::Recorder::Span();
+      r.eval_loss = strategy->eval_loss(eval_micro);
+    }
     r.step_time_s = now_s() - t_step;
     r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len;
     r.tokens_global = int64_t(c.global_batch) * c.seq_len;

@@ -2,6 +2,7 @@
 // The step loop of hlp-train, readable top to bottom in trainer.cpp:
 //   next global batch (this rank's rows) -> micro-batches -> strategy forward/backward
 //   -> global gradient norm, clipping -> AdamW over the strategy's slots -> metrics, progress.
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <memory>
@@ -19,6 +20,7 @@ namespace hlp::train {
 struct StepReport {
   int64_t step = 0;
   double loss = 0.0;  // global mean loss (same on every rank)
+  double eval_loss = std::nan("");  // held-out loss, every --eval-every steps (NaN otherwise)
   double lr = 0.0;
   double grad_norm = 0.0;
   double step_time_s = 0.0;
