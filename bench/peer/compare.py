@@ -69,6 +69,21 @@ def throughput(tokens_per_step, slowest_after_warmup):
             float(np.max(tokens_per_step / np.asarray(slowest_after_warmup))))
 
 
+def cpu_of(path):
+    with open(path) as f:
+        c = json.load(f)
+    return c["user_s"] + c["sys_s"]
+
+
+def marginal_cpu_per_step(directory, paths, stem, ext, steps):
+    """(mean CPU of the full runs - CPU of the 1-step run <stem>.steps1) / (steps - 1), or None."""
+    one = os.path.join(directory, stem + ".steps1.cpu.json")
+    cpus = [os.path.splitext(p)[0] + ".cpu.json" for p in paths]
+    if steps < 2 or not os.path.exists(one) or not all(os.path.exists(c) for c in cpus):
+        return None
+    return (sum(cpu_of(c) for c in cpus) / len(cpus) - cpu_of(one)) / (steps - 1)
+
+
 def hlp_row(name, paths):
     """All runs' steps after the warm-up are pooled; losses and bytes come from the first run."""
     pooled, frac, world, first = [], [], None, None
@@ -192,6 +207,16 @@ def main():
             n = min(len(r["losses"]), len(single["losses"]))
             d = max(abs(r["losses"][i] - single["losses"][i]) / abs(single["losses"][i]) for i in range(n))
             print("%s vs hlp single: max relative loss difference %.2e" % (r["name"], d))
+    if ddp and peer:
+        n_steps = len(peer["losses"])
+        a = marginal_cpu_per_step(args.dir, runs_of(args.dir, "ddp", ".h5"), "ddp", ".h5", n_steps)
+        b = marginal_cpu_per_step(args.dir, runs_of(args.dir, "peer_ddp", ".json"), "peer_ddp",
+                                  ".json", n_steps)
+        if a and b:
+            summary["hlp_ddp_cpu_s_per_step_marginal"] = a
+            summary["pytorch_ddp_cpu_s_per_step_marginal"] = b
+            print("CPU seconds per step without start-up (full runs minus a 1-step run), all ranks: "
+                  "HLP ddp %.2f, PyTorch DDP %.2f (HLP / PyTorch = %.2fx)" % (a, b, a / b))
     with open(os.path.join(args.dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     if args.require_agreement:

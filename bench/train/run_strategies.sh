@@ -16,6 +16,8 @@
 #     peer): on a shared machine the load drifts, and interleaving gives both the same drift
 #   HLP_BENCH_RANK=8 HLP_BENCH_ALPHA=16 HLP_BENCH_TOKENIZER=<repo>/datasets/sample/spm.model
 #   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" HLP_BENCH_PEER=1 MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+#   HLP_BENCH_CPU_CALIBRATE=1: also run hlp ddp and the peer for 1 step (CPU seconds per step
+#     without start-up = difference to the full runs)
 #   HLP_BENCH_LOSS_CHECK=1: exit 1 unless the HLP ddp and peer loss curves agree within 1e-4
 set -euo pipefail
 
@@ -46,26 +48,26 @@ rm -f "$OUT"/*.h5 "$OUT"/*.json
 
 # Identical on both sides: model, LoRA, data, optimizer, schedule, clipping, 1 thread a rank.
 COMMON=(--model "$MODEL" --tokenizer "$TOKENIZER" --data "$DATA" --seq-len "$SEQ"
-        --micro-batch "$MICRO" --global-batch "$GLOBAL" --steps "$STEPS"
+        --micro-batch "$MICRO" --global-batch "$GLOBAL"
         --lora-rank "$RANK" --lora-alpha "$ALPHA" --seed "$SEED" --threads 1
         --lr 1e-3 --warmup-steps 2 --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1)
 
 echo "[bench-train] $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; model $MODEL T=$SEQ B=$MICRO G=$GLOBAL steps=$STEPS LoRA r=$RANK alpha=$ALPHA -> $OUT"
 t0=$SECONDS
-run_peer() {  # $1: output suffix ("" or ".rK")
+run_peer() {  # $1: output suffix ("" or ".rK"), $2: steps (default $STEPS)
   echo "[bench-train] PyTorch DDP peer on 2 processes"
   "$PYTHON" "$SRC/bench/peer/cpu_time.py" "$OUT/peer_ddp$1.cpu.json" -- \
     "$PYTHON" "$SRC/bench/peer/peer_ddp.py" --export-dir "$OUT/export" --out "$OUT/peer_ddp$1.json" \
-    --steps "$STEPS" --world 2 --threads 1 --micro-batch "$MICRO" --lr 1e-3 --warmup-steps 2 \
+    --steps "${2:-$STEPS}" --world 2 --threads 1 --micro-batch "$MICRO" --lr 1e-3 --warmup-steps 2 \
     --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1 > "$OUT/peer_ddp$1.log" 2>&1 \
     || { echo "error: the PyTorch peer failed; see $OUT/peer_ddp$1.log" >&2; tail -5 "$OUT/peer_ddp$1.log" >&2; exit 1; }
   grep -E 'step' "$OUT/peer_ddp$1.log" | tail -1 || true
 }
-run_hlp() {  # $1: strategy, $2: output suffix
+run_hlp() {  # $1: strategy, $2: output suffix, $3: steps (default $STEPS)
   local n=2; [[ $1 == single ]] && n=1
   echo "[bench-train] hlp-train --strategy $1 on $n rank(s)"
   "$PYTHON" "$SRC/bench/peer/cpu_time.py" "$OUT/$1$2.cpu.json" -- \
-    "$MPIEXEC" -n "$n" "$BUILD/bin/hlp-train" --strategy "$1" "${COMMON[@]}" --out "$OUT/$1$2.h5" \
+    "$MPIEXEC" -n "$n" "$BUILD/bin/hlp-train" --strategy "$1" "${COMMON[@]}" --steps "${3:-$STEPS}" --out "$OUT/$1$2.h5" \
     > "$OUT/$1$2.log" 2>&1 || { echo "error: hlp-train $1 failed; see $OUT/$1$2.log" >&2; tail -5 "$OUT/$1$2.log" >&2; exit 1; }
   grep -E 'step' "$OUT/$1$2.log" | tail -1 || true
 }
@@ -82,6 +84,12 @@ for s in $STRATEGIES; do
       run_hlp ddp "$suffix"
       run_peer "$suffix"
     done
+    # CPU calibration: the same jobs for 1 step; (CPU of a full run - CPU of this) / (steps - 1)
+    # is the CPU per step without start-up (process start, init, export loading).
+    if [[ ${HLP_BENCH_CPU_CALIBRATE:-1} == 1 && $STEPS -gt 1 ]]; then
+      run_hlp ddp ".steps1" 1
+      run_peer ".steps1" 1
+    fi
   else
     run_hlp "$s" ""
   fi
