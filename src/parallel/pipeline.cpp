@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "model/accounting.h"
 #include "model/lora.h"
+#include "parallel/pipeline_profile.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
@@ -21,8 +22,12 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
                      "'; choose gpipe or 1f1b");
   stage_ = mesh_->coord().pp;
   stages_ = mesh_->shape().pp;
-  split_ = split_stages(options_.model, options_.lora, options_.seq_len > 0 ? options_.seq_len : 128,
-                        stages_, options_.pp_split);
+  const int64_t seq_len = options_.seq_len > 0 ? options_.seq_len : 128;
+  split_ = split_stages(options_.model, options_.lora, seq_len, stages_, options_.pp_split);
+  if (options_.pp_split == "profiled")  // re-split on measured costs (collective over world)
+    split_ = split_on_costs(profile_layer_costs(options_.model, options_.lora, seq_len,
+                                                options_.seed, *mesh_->world_comm()),
+                            stages_, "profiled");
   const int64_t L = options_.model.num_layers();
   const int64_t first = split_.first_block[size_t(stage_)], end = split_.end_block[size_t(stage_)];
   model_ = model::HybridLM(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,

@@ -123,15 +123,29 @@ StageSplit split_stages(const model::ModelConfig& config, const model::LoraConfi
     const auto counts = model::count_parameters(config, lora);
     std::vector<double> w(counts.per_layer_trainable.begin(), counts.per_layer_trainable.end());
     split.first_block = min_max_split(w, p);
-  } else if (method == "balanced") {
+  } else if (method == "balanced" || method == "profiled") {  // profiled: pipeline_profile.h
     split.first_block = min_max_split(costs, p);
   } else if (!method.empty() && (std::isdigit(static_cast<unsigned char>(method[0])) ||
                                  method.find(',') != std::string::npos)) {
     split.first_block = parse_explicit(method, p, L);
   } else {
     throw user_error("--pp-split: unknown value '", method, "'; choose uniform, params, "
-                     "balanced or a list of first layers such as 0,2");
+                     "balanced, profiled or a list of first layers such as 0,2");
   }
+  for (int s = 0; s < p; ++s)
+    split.end_block.push_back(s + 1 < p ? split.first_block[size_t(s + 1)] : L);
+  split.stage_cost = stage_sums(costs, split.first_block);
+  return split;
+}
+
+StageSplit split_on_costs(const std::vector<double>& costs, int p, const std::string& method) {
+  const int64_t L = int64_t(costs.size()) - 2;
+  if (p < 1 || p > L)
+    throw user_error("--pp ", p, " asks for more pipeline stages than the model has layers (",
+                     L, "); use --pp <= ", L);
+  StageSplit split;
+  split.method = method;
+  split.first_block = min_max_split(costs, p);
   for (int s = 0; s < p; ++s)
     split.end_block.push_back(s + 1 < p ? split.first_block[size_t(s + 1)] : L);
   split.stage_cost = stage_sums(costs, split.first_block);

@@ -11,6 +11,8 @@
 //   balanced  HLP's dynamic split: minimises the largest stage's modelled cost
 //             (model::layer_costs: executed training FLOP per token, LoRA- and
 //             checkpointing-aware, embedding and head included).
+//   profiled  balanced, on per-layer costs refined by a short measured profile on this machine
+//             (pipeline_profile.h: one forward+backward of each layer kind; collective).
 //   "0,3,7"   explicit first block of every stage (p entries, the first 0, strictly increasing).
 // params and balanced are exact min-max partitions (dynamic programming over contiguous
 // splits); ties keep the earliest boundaries.
@@ -43,5 +45,9 @@ std::vector<int64_t> min_max_split(const std::vector<double>& layer_weights, int
 // than blocks, or an explicit list that is malformed or leaves a stage empty.
 StageSplit split_stages(const model::ModelConfig& config, const model::LoraConfig& lora,
                         int64_t seq_len, int p, const std::string& method);
+
+// The min-max split of `layer_costs` [L+2] into p stages, labelled `method` (e.g. "profiled");
+// stage_cost is reported in the same units.
+StageSplit split_on_costs(const std::vector<double>& layer_costs, int p, const std::string& method);
 
 }  // namespace hlp::parallel

@@ -122,6 +122,21 @@ TEST_CASE("pipeline: an explicit split is honoured in the run", "[pp]") {
   CHECK(o.pipeline->split == c.pp_split);
 }
 
+TEST_CASE("pipeline: the profiled split measures layer kinds and still matches single",
+          "[pp]") {
+  const int n = test::world()->size();
+  auto c = mp_config("pp", 8, n, 1);
+  c.pp_split = "profiled";
+  auto t = run(c, test::world());
+  check_parity(t, reference(8));
+  REQUIRE(t.outcome.pipeline.has_value());
+  const auto& p = *t.outcome.pipeline;
+  CHECK(p.split == "profiled");
+  REQUIRE(p.stage_first_layer.size() == size_t(n));
+  for (int s = 1; s < n; ++s) CHECK(p.stage_first_layer[size_t(s)] > p.stage_first_layer[size_t(s - 1)]);
+  for (double cost : p.stage_cost) CHECK(cost > 0);  // seconds, measured
+}
+
 TEST_CASE("tensor parallel and compositions reproduce single", "[parity][tp]") {
   const int n = test::world()->size();
   struct Case {
