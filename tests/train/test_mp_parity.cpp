@@ -229,7 +229,7 @@ TEST_CASE("pipeline benchmark: bubble vs theory, uniform vs balanced", "[.][benc
   for (int m : {1, 2, 4, 8}) run("", "uniform", m, "1f1b");
   for (int m : {1, 4}) run("", "uniform", m, "gpipe");
   for (const char* pattern : {"", "GGGGGGGGGGGGGGAGGGGASSGGGGGG"})
-    for (const char* split : {"uniform", "balanced"}) run(pattern, split, 4, "1f1b");
+    for (const char* split : {"uniform", "balanced", "profiled"}) run(pattern, split, 4, "1f1b");
 }
 
 TEST_CASE("tensor parallel: the JetBlock layers of small (dynamic conv kernel generator) shard "
