@@ -46,7 +46,7 @@ struct CommOptions {
 };
 
 // Exit code of a job aborted because an op exceeded the comm timeout.
-constexpr int kCommTimeoutExitCode = 75;
+constexpr int kCommTimeoutExitCode = 124;  // as timeout(1); 75 means "checkpointed, requeue me" (train/checkpoint.h)
 
 // Handle to one issued op.
 class Work {
