@@ -8,6 +8,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
+HLP_MPIEXEC ?= mpiexec
 
 # Every Debian package the project needs. libopenblas0-pthread is not optional: without it
 # Debian's libtorch runs every matmul on reference BLAS (~18x slower).
@@ -58,9 +59,13 @@ run: deps
 	    --results-dir results/local --report-dir report --run-local
 	@echo "[run] results: results/local/*.h5   report: report/index.md"
 
+# Benchmarks print ratios measured in one run (absolute times vary with the machine's load).
 bench: deps
 	$(MAKE) build
-	@if [ -x $(BUILD_DIR)/bin/hlp-bench ]; then $(BUILD_DIR)/bin/hlp-bench all; fi
+	$(HLP_MPIEXEC) -n 2 $(BUILD_DIR)/bin/hlp-bench-comm
+	$(BUILD_DIR)/bin/hlp-bench-data
+	$(BUILD_DIR)/bin/hlp-bench-model
+	bench/train/run_strategies.sh $(BUILD_DIR) $(BUILD_DIR)/bench-train
 
 clean:
 	rm -rf $(BUILD_DIR)
