@@ -17,13 +17,13 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options) {
     throw user_error("--strategy tp needs --tp N with N >= 2 (e.g. --strategy tp --tp 2)");
   if (pp > 1 || tp > 1) {
     // Pipeline and/or tensor parallel; a data-parallel axis averages gradients like ddp.
-    if (s == "fsdp" || s == "fsdp2")
-      throw user_error("--strategy ", s, " with --pp/--tp is not implemented yet; use ddp "
-                       "(or pp / tp) with --pp/--tp");
+    if (s == "fsdp")
+      throw user_error("--strategy fsdp with --pp/--tp is not implemented yet; use ddp or "
+                       "fsdp2 (or pp / tp) with --pp/--tp");
     if (s == "single" && options.dp_comm && options.dp_comm->size() != 1)
       throw user_error("--strategy single with --pp/--tp needs exactly tp x pp ranks; use ddp "
                        "for a data-parallel axis");
-    if (s == "pp" || s == "tp" || s == "ddp" || s == "single")
+    if (s == "pp" || s == "tp" || s == "ddp" || s == "fsdp2" || s == "single")
       return std::make_unique<PipelineStrategy>(options);
   }
   if (s == "single") {

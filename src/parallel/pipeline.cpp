@@ -53,7 +53,19 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     const bool member = stage_ == 0 || stage_ == stages_ - 1;
     embedding_comm_ = mesh_->pp_comm()->split(member ? 0 : -1, stage_);
   }
-  allocate_grads();
+  if (options_.name == "fsdp2") {
+    unit_ = make_per_param_unit(named_params(*model_), options_.dp_comm);
+    slots_ = unit_->optim_slots();
+    for (auto& slot : slots_) {
+      const std::string base = slot.name.substr(0, slot.name.find('['));
+      if (base == "embed_tokens.weight" && embedding_comm_) embedding_slot_ = int(placement_.size());
+      placement_.push_back(tp_placement(base));
+    }
+    param_bytes_ = unit_->param_bytes();
+    grad_bytes_ = unit_->grad_bytes();
+  } else {
+    allocate_grads();
+  }
 }
 
 void PipelineStrategy::allocate_grads() {
@@ -84,6 +96,20 @@ void PipelineStrategy::allocate_grads() {
 
 void PipelineStrategy::reduce_grads(PhaseTimes& times) {
   const double t0 = now_s();
+  if (unit_) {  // fsdp2: full gradients from autograd -> tp sum, embedding sum, reduce-scatter
+    for (auto& [name, p] : trainable_) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      if (tp_->size() > 1 && tp_placement(name) == TpPlacement::Partial)
+        mesh_->tp_comm()->all_reduce(p.grad(), comm::ReduceOp::Sum);
+      if (name == "embed_tokens.weight" && embedding_comm_)
+        embedding_comm_->all_reduce(p.grad(), comm::ReduceOp::Sum);
+    }
+    unit_->reduce_grads();
+    unit_->finish_grads(times);
+    unit_->release();
+    times.comm_exposed_s += now_s() - t0;
+    return;
+  }
   if (tp_->size() > 1 && partial_numel_ > 0)
     mesh_->tp_comm()->all_reduce(flat_grads_.narrow(0, 0, partial_numel_), comm::ReduceOp::Sum);
   if (embedding_comm_ && embedding_slot_ >= 0)
@@ -106,10 +132,17 @@ double PipelineStrategy::grad_norm() {
   at::Tensor v = at::full({1}, sq, at::kDouble);
   if (mesh_->shape().tp > 1) mesh_->tp_comm()->all_reduce(v, comm::ReduceOp::Sum);
   if (stages_ > 1) mesh_->pp_comm()->all_reduce(v, comm::ReduceOp::Sum);
+  if (unit_ && options_.dp_comm->size() > 1)  // fsdp2: dp ranks hold different shards
+    options_.dp_comm->all_reduce(v, comm::ReduceOp::Sum);
   return std::sqrt(v.item<double>());
 }
 
-void PipelineStrategy::zero_grad() { flat_grads_.zero_(); }
+void PipelineStrategy::zero_grad() {
+  if (unit_)
+    unit_->zero_grad();
+  else
+    flat_grads_.zero_();
+}
 
 std::vector<StageRecord> PipelineStrategy::stage_records() {
   StageRecord mine = first_step_;

@@ -9,7 +9,11 @@
 //            and 1f1b (warm-up forwards, steady one-forward-one-backward, cool-down backwards).
 //   tp axis  the stage's projections are sliced Megatron-style (tensor_parallel.h).
 //   dp axis  after the schedule, gradients are averaged over the dp group with one all-reduce
-//            of one flat buffer (DDP semantics without overlap).
+//            of one flat buffer (DDP semantics without overlap). With --strategy fsdp2 the
+//            stage's parameters are instead sharded per parameter on dim 0 over dp as ONE unit
+//            (sharded_unit.h's PerParamUnit): all-gathered at the start of the step, released
+//            after the step's backward, gradients reduce-scattered once per step (no per-block
+//            units and no prefetch: the schedule interleaves micro-batches across blocks).
 //
 // After backward, in this order: partial tp gradients summed over tp; with tied embeddings and
 // a trainable embedding, the embedding gradient summed between the first and the last stage
@@ -22,6 +26,7 @@
 #include "metrics/result_info.h"
 #include "model/hybrid_lm.h"
 #include "parallel/mesh.h"
+#include "parallel/sharded_unit.h"
 #include "parallel/stage_split.h"
 #include "parallel/strategy.h"
 #include "parallel/tensor_parallel.h"
@@ -82,6 +87,7 @@ class PipelineStrategy : public Strategy {
   StageSplit split_;
   model::HybridLM model_{nullptr};
   std::unique_ptr<TensorParallel> tp_;
+  std::unique_ptr<ShardedUnit> unit_;  // fsdp2 over dp (nullptr: replicated over dp)
   std::shared_ptr<comm::Communicator> embedding_comm_;  // {first, last stage} when tied + trainable
 
   std::vector<std::pair<std::string, torch::Tensor>> trainable_;  // named_parameters order

@@ -141,6 +141,7 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   loss_sum_ = 0.0;
   last_micro_batches_ = M;
   inflight_.assign(size_t(M), InFlight{});
+  if (unit_) unit_->wait_gather(times);  // fsdp2: the stage's full parameters for this step
   const double forward0 = times.forward_s, backward0 = times.backward_s, t0 = now_s();
   if (options_.pp_schedule == "gpipe")
     run_gpipe(M);
@@ -166,8 +167,10 @@ double PipelineStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches)
   times_ = &ignored;
   loss_sum_ = 0.0;
   inflight_.assign(size_t(M), InFlight{});
+  if (unit_) unit_->wait_gather(ignored);
   for (int m = 0; m < M; ++m) forward_step(m, /*with_grad=*/false);
   wait_sends();
+  if (unit_) unit_->release();
   inflight_.clear();
   micro_batches_ = nullptr;
   times_ = nullptr;

@@ -145,13 +145,22 @@ TEST_CASE("tensor parallel and compositions reproduce single", "[parity][tp]") {
   };
   std::vector<Case> cases;
   if (n == 2) cases = {{"tp", 1, 2}};
-  if (n == 4) cases = {{"ddp", 2, 1}, {"ddp", 1, 2}, {"pp", 2, 2}, {"tp", 2, 2}};
+  if (n == 4)
+    cases = {{"ddp", 2, 1}, {"ddp", 1, 2}, {"pp", 2, 2}, {"tp", 2, 2}, {"fsdp2", 2, 1},
+             {"fsdp2", 1, 2}};
   for (int lora_rank : {8, 0})
     for (const auto& k : cases) {
       SECTION(std::string(k.strategy) + " pp" + std::to_string(k.pp) + " tp" +
               std::to_string(k.tp) + " lora_rank " + std::to_string(lora_rank)) {
         auto c = mp_config(k.strategy, lora_rank, k.pp, k.tp);
-        check_parity(run(c, test::world()), reference(lora_rank));
+        auto t = run(c, test::world());
+        check_parity(t, reference(lora_rank));
+        if (std::string(k.strategy) == "fsdp2") {  // the stage really is sharded over dp
+          auto replicated = train::train(mp_config("ddp", lora_rank, k.pp, k.tp), test::world());
+          CHECK(t.outcome.held.param_bytes < replicated.held.param_bytes);
+          CHECK(t.outcome.held.grad_bytes < replicated.held.grad_bytes);
+          CHECK(t.outcome.optimizer_bytes < replicated.optimizer_bytes);
+        }
       }
     }
 }
@@ -177,7 +186,7 @@ TEST_CASE("model-parallel configurations that cannot run are user errors", "[pp]
   const int n = test::world()->size();
   CHECK_THROWS_AS(train::train(mp_config("pp", 8, 1, 1), test::world()), UserError);
   CHECK_THROWS_AS(train::train(mp_config("tp", 8, 1, 1), test::world()), UserError);
-  CHECK_THROWS_AS(train::train(mp_config("fsdp2", 8, n, 1), test::world()), UserError);
+  CHECK_THROWS_AS(train::train(mp_config("fsdp", 8, n, 1), test::world()), UserError);
   auto c = mp_config("pp", 8, n, 1);
   c.pp_split = "0,0,0,0";
   CHECK_THROWS_AS(train::train(c, test::world()), UserError);
