@@ -85,7 +85,8 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(par, "pp", &C::pp, "pipeline-parallel size");
   t.add(par, "pp-split", &C::pp_split,
         "pipeline stage split: uniform (layer count) | params (trainable parameter count, as "
-        "DeepSpeed) | balanced (per-layer cost model) | L0,L1,... (first layer of each stage)");
+        "DeepSpeed) | balanced (per-layer cost model) | profiled (per-layer-kind times measured "
+        "at start) | L0,L1,... (first layer of each stage)");
   t.add(par, "pp-schedule", &C::pp_schedule, "pipeline schedule: gpipe | 1f1b");
   t.add(par, "micro-batches", &C::micro_batches,
         "micro-batches per step per data-parallel rank (M); 0 = global-batch / (dp * micro-batch)");

@@ -34,8 +34,11 @@ int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commun
 
   const auto peak = metrics::measure_cpu_peak_flops(0.3);
   metrics::RunInfo info;
+  // canonical composite name: the data-parallel strategy plus the model-parallel axes, "fsdp2+tp2"
   info.strategy = config.strategy;
-  info.mesh = {ranks, 1, 1};
+  if (config.pp > 1 && config.strategy != "pp") info.strategy += "+pp" + std::to_string(config.pp);
+  if (config.tp > 1 && config.strategy != "tp") info.strategy += "+tp" + std::to_string(config.tp);
+  info.mesh = {ranks / (config.pp * config.tp), config.pp, config.tp};
   info.config_ini = to_ini(config);
   info.libtorch_version = metrics::libtorch_version();
   info.threads_per_rank = config.threads;
@@ -119,6 +122,7 @@ int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Commun
   };
 
   const auto outcome = train::train(config, world, hooks);
+  if (writer && outcome.pipeline) writer->write_pipeline(*outcome.pipeline);  // same on all ranks
   int exit_code = 0;
   if (outcome.stopped_by_signal) {
     exit_code = train::kExitCheckpointedOnSignal;
