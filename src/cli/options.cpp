@@ -81,8 +81,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(par, "strategy", &C::strategy,
         "single | ddp | fsdp | fsdp2 | pp | tp. ddp/fsdp/fsdp2 compose with --tp/--pp; "
         "the data-parallel size is what remains of the world size");
-  t.add(par, "tp", &C::tp, "tensor-parallel size (innermost mesh axis)");
-  t.add(par, "pp", &C::pp, "pipeline-parallel size");
+  t.add(par, "tp", &C::tp,
+        "tensor-parallel size (innermost mesh axis); --strategy tp without it uses every rank");
+  t.add(par, "pp", &C::pp,
+        "pipeline-parallel size; --strategy pp without it uses every rank (per tp group)");
   t.add(par, "pp-split", &C::pp_split,
         "pipeline stage split: uniform (layer count) | params (trainable parameter count, as "
         "DeepSpeed) | balanced (per-layer cost model) | profiled (per-layer-kind times measured "

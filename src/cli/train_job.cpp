@@ -20,7 +20,8 @@
 
 namespace hlp::cli {
 
-int run_train_job(const train::TrainConfig& config, std::shared_ptr<comm::Communicator> world) {
+int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Communicator> world) {
+  const train::TrainConfig config = train::with_parallel_defaults(requested, world->size());
   namespace schema = metrics::schema;
   metrics::CpuAllocatorCounter::install();  // before the model exists, so every tensor counts
   const int rank = world->rank(), ranks = world->size();

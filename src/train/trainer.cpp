@@ -62,8 +62,15 @@ std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
 
 }  // namespace
 
-TrainOutcome train(const TrainConfig& c, std::shared_ptr<comm::Communicator> world,
+TrainConfig with_parallel_defaults(TrainConfig c, int world_size) {
+  if (c.strategy == "pp" && c.pp == 1 && world_size / c.tp > 1) c.pp = world_size / c.tp;
+  if (c.strategy == "tp" && c.tp == 1 && world_size / c.pp > 1) c.tp = world_size / c.pp;
+  return c;
+}
+
+TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                    const TrainHooks& hooks) {
+  const TrainConfig c = with_parallel_defaults(config, world->size());
   at::set_num_threads(c.threads);
   // The dp x pp x tp mesh (collective). Data parallelism runs over its dp axis; the pp and tp
   // partners of one dp rank read the same rows (the loader is indexed by the dp coordinate).

@@ -53,6 +53,10 @@ struct TrainHooks {
   std::function<void(const StepReport&, parallel::Strategy&)> on_step;
 };
 
+// `--strategy pp` without --pp puts every rank (per tp group) into the pipeline; likewise
+// `--strategy tp` without --tp. Other configurations are returned unchanged.
+TrainConfig with_parallel_defaults(TrainConfig config, int world_size);
+
 // Runs config.steps steps of config.strategy over `world` (collective). Throws hlp::UserError
 // for configurations that cannot run (mesh, batch arithmetic, data).
 TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
