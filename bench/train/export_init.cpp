@@ -28,6 +28,7 @@
 #include "model/lora.h"
 #include "model/lora_config.h"
 #include "train/config.h"
+#include "train/data_options.h"
 
 namespace {
 
@@ -127,16 +128,7 @@ int run(const Options& o) {
   const std::filesystem::path dir(o.out_dir);
 
   // Data first: the tokenizer decides the vocab (as in trainer.cpp).
-  hlp::data::DataOptions data;
-  data.path = t.data;
-  data.tokenizer = t.tokenizer;
-  data.jsonl_field = t.jsonl_field;
-  data.seq_len = t.seq_len;
-  data.global_batch = t.global_batch;
-  data.seed = t.seed;
-  data.loader_threads = t.loader_threads;
-  data.queue_depth = t.queue_depth;
-  hlp::data::Loader loader(data, /*dp_rank=*/0, /*dp_size=*/1);
+  hlp::data::Loader loader(hlp::train::data_options_for(t), /*dp_rank=*/0, /*dp_size=*/1);
 
   hlp::model::ModelConfig mc = hlp::model::resolve_model_config(t.model, t.pattern, t.gdn_mode)
                                    .with_vocab(loader.vocab_size());

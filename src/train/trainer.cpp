@@ -15,6 +15,7 @@
 #include "parallel/pipeline.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/data_options.h"
 #include "train/lr_schedule.h"
 
 namespace hlp::train {
@@ -78,15 +79,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   const int dp = mesh->shape().dp, dp_rank = mesh->coord().dp;
   const BatchSplit split = split_batch(c, dp);
 
-  data::DataOptions data_options;
-  data_options.path = c.data;
-  data_options.tokenizer = c.tokenizer;
-  data_options.jsonl_field = c.jsonl_field;
-  data_options.seq_len = c.seq_len;
-  data_options.global_batch = c.global_batch;
-  data_options.seed = c.seed;
-  data_options.loader_threads = c.loader_threads;
-  data_options.queue_depth = c.queue_depth;
+  const data::DataOptions data_options = data_options_for(c);
   install_stop_signal_handlers();
   std::optional<CheckpointMeta> resume;
   if (c.resume) resume = find_checkpoint(c.checkpoint_dir, world->rank(), c.strategy, dp);
