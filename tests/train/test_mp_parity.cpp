@@ -182,10 +182,12 @@ TEST_CASE("tensor parallel: partners with different batches are detected", "[tp]
   CHECK_THROWS_AS(strategy->forward_backward(mbs, 0, times), UserError);
 }
 
-TEST_CASE("model-parallel configurations that cannot run are user errors", "[pp][tp]") {
+TEST_CASE("model-parallel configurations that cannot run are user errors; pp/tp defaults", "[pp][tp]") {
   const int n = test::world()->size();
-  CHECK_THROWS_AS(train::train(mp_config("pp", 8, 1, 1), test::world()), UserError);
-  CHECK_THROWS_AS(train::train(mp_config("tp", 8, 1, 1), test::world()), UserError);
+  // --strategy pp / tp without --pp / --tp put every rank on that axis (not an error)
+  CHECK(train::with_parallel_defaults(mp_config("pp", 8, 1, 1), n).pp == n);
+  CHECK(train::with_parallel_defaults(mp_config("tp", 8, 1, 1), n).tp == n);
+  CHECK(train::with_parallel_defaults(mp_config("ddp", 8, 1, 1), n).pp == 1);
   CHECK_THROWS_AS(train::train(mp_config("fsdp", 8, n, 1), test::world()), UserError);
   auto c = mp_config("pp", 8, n, 1);
   c.pp_split = "0,0,0,0";
