@@ -15,21 +15,12 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "train/trainer.h"
+#include "parity_check.h"
 #include "train_test_util.h"
 
 using namespace hlp;
 
 namespace {
-
-constexpr double kRelTol = 1e-5;
-
-void check_parity(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("step " << i << ": got " << got[i] << " want " << want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= kRelTol * std::abs(want[i]));
-  }
-}
 
 // Losses and gradient norms of a run (the norm is collective over tp and pp: checks it too).
 struct Trajectory {
@@ -60,7 +51,7 @@ const Trajectory& reference(int lora_rank) {
 }
 
 void check_parity(const Trajectory& got, const Trajectory& want) {
-  check_parity(got.losses, want.losses);
+  test::check_parity(got.losses, want.losses);
   REQUIRE(got.grad_norms.size() == want.grad_norms.size());
   for (size_t i = 0; i < got.grad_norms.size(); ++i) {
     INFO("grad norm, step " << i << ": got " << got.grad_norms[i] << " want "

@@ -12,21 +12,12 @@
 #include "model/hybrid_lm.h"
 #include "model/lora.h"
 #include "train/trainer.h"
+#include "parity_check.h"
 #include "train_test_util.h"
 
 using namespace hlp;
 
 namespace {
-
-constexpr double kRelTol = 1e-5;
-
-void check_parity(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("step " << i << ": got " << got[i] << " want " << want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= kRelTol * std::abs(want[i]));
-  }
-}
 
 struct ParamShape {
   std::string name;
@@ -57,7 +48,7 @@ TEST_CASE("ddp, fsdp and fsdp2 reproduce single's losses (LoRA and full finetune
     for (const char* strategy : {"ddp", "fsdp", "fsdp2"}) {
       SECTION(std::string(strategy) + " lora_rank " + std::to_string(lora_rank)) {
         auto got = train::train(test::tiny_config(strategy, lora_rank), test::world()).losses;
-        check_parity(got, reference);
+        test::check_parity(got, reference);
       }
     }
   }
