@@ -56,7 +56,9 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
   {
     std::ofstream meta_out(stem + ".txt.tmp");
     meta_out << "next_step " << meta.next_step << "\nstrategy " << meta.strategy
-             << "\nworld_size " << meta.world_size << "\nslots " << optimizer.slots().size()
+             << "\nmesh " << meta.mesh
+             << "\npp_split " << (meta.pp_split.empty() ? "-" : meta.pp_split)
+             << "\nslots " << optimizer.slots().size()
              << "\nadam_steps " << optimizer.step_count() << "\ncursor " << meta.data_cursor
              << "\n";
     if (!meta_out) throw user_error("--checkpoint-dir: cannot write '", stem, ".txt'");
@@ -72,7 +74,8 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
 }
 
 std::optional<CheckpointMeta> find_checkpoint(const std::string& dir, int rank,
-                                              const std::string& strategy, int world_size) {
+                                              const std::string& strategy,
+                                              const std::string& mesh) {
   std::ifstream latest(dir + "/latest");
   std::string name;
   if (!(latest >> name)) return std::nullopt;
@@ -86,13 +89,14 @@ std::optional<CheckpointMeta> find_checkpoint(const std::string& dir, int rank,
     std::getline(in >> std::ws, line);
     if (key == "next_step") meta.next_step = std::stoll(line);
     else if (key == "strategy") meta.strategy = line;
-    else if (key == "world_size") meta.world_size = std::stoi(line);
+    else if (key == "mesh") meta.mesh = line;
+    else if (key == "pp_split") meta.pp_split = line == "-" ? "" : line;
     else if (key == "cursor") meta.data_cursor = line;
   }
-  if (meta.strategy != strategy || meta.world_size != world_size)
+  if (meta.strategy != strategy || meta.mesh != mesh)
     throw user_error("checkpoint ", dir, "/", name, " was written by strategy ", meta.strategy,
-                     " on ", meta.world_size, " ranks; this job runs ", strategy, " on ",
-                     world_size, " (use another --checkpoint-dir or the same layout)");
+                     " on mesh ", meta.mesh, "; this job runs ", strategy, " on mesh ", mesh,
+                     " (use another --checkpoint-dir or the same layout)");
   return meta;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // Checkpoints: each rank saves what only it holds, so any strategy (replicas or shards) saves
-// and resumes the same way, with the same world size and strategy:
+// and resumes the same way, with the same strategy and dp x pp x tp mesh:
 //   <dir>/step_<k>/rank_<r>.pt   its optimizer slots (trainable values it owns), AdamW state
-//   <dir>/step_<k>/rank_<r>.txt  step, strategy, world size, data cursor, RNG (text)
+//   <dir>/step_<k>/rank_<r>.txt  step, strategy, mesh, pipeline split, data cursor (text)
 //   <dir>/latest                 "step_<k>", written by rank 0 after every rank finished
 // Frozen weights are not saved: they are a function of (seed, name) and never change.
 #include <optional>
@@ -17,7 +17,10 @@ namespace hlp::train {
 struct CheckpointMeta {
   int64_t next_step = 0;          // the step a resumed run starts with
   std::string strategy;
-  int world_size = 0;
+  std::string mesh;               // "dp<D> pp<P> tp<T>": a resume needs the same mesh
+  std::string pp_split;           // first layer of each stage ("0,5"); "" without pipeline.
+                                  // A resume reuses it, so a measured (profiled) split that
+                                  // would come out differently cannot reshuffle the slots.
   std::string data_cursor;        // data::Cursor::serialize() of this rank's loader
 };
 
@@ -26,9 +29,10 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
                      const CheckpointMeta& meta);
 
 // The newest complete checkpoint's meta for this rank, or nullopt if `dir` has none.
-// Throws hlp::UserError if it was written by another strategy or world size.
+// Throws hlp::UserError if it was written by another strategy or on another mesh.
 std::optional<CheckpointMeta> find_checkpoint(const std::string& dir, int rank,
-                                              const std::string& strategy, int world_size);
+                                              const std::string& strategy,
+                                              const std::string& mesh);
 
 // Restores the optimizer slots' values, AdamW state and the RNG from the checkpoint that
 // find_checkpoint returned.

@@ -82,7 +82,10 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   const data::DataOptions data_options = data_options_for(c);
   install_stop_signal_handlers();
   std::optional<CheckpointMeta> resume;
-  if (c.resume) resume = find_checkpoint(c.checkpoint_dir, world->rank(), c.strategy, dp);
+  const auto& shape = mesh->shape();
+  const std::string mesh_name = "dp" + std::to_string(shape.dp) + " pp" + std::to_string(shape.pp) +
+                                " tp" + std::to_string(shape.tp);
+  if (c.resume) resume = find_checkpoint(c.checkpoint_dir, world->rank(), c.strategy, mesh_name);
   auto loader = resume ? std::make_unique<data::Loader>(data_options, dp_rank, dp,
                                                         data::Cursor::parse(resume->data_cursor))
                        : std::make_unique<data::Loader>(data_options, dp_rank, dp);
@@ -99,6 +102,14 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   so.dp_comm = mesh->dp_comm();
   so.mesh = mesh;
   so.pp_split = c.pp_split;
+  if (resume && !resume->pp_split.empty() && resume->pp_split != c.pp_split) {
+    // The checkpoint's slots belong to its stages: keep its split (a profiled split could
+    // come out differently on a new run).
+    if (world->rank() == 0)
+      std::printf("[hlp-train] resuming with the checkpoint's stage split %s (--pp-split %s)\n",
+                  resume->pp_split.c_str(), c.pp_split.c_str());
+    so.pp_split = resume->pp_split;
+  }
   so.pp_schedule = c.pp_schedule;
   so.seq_len = c.seq_len;
   so.recorder = hooks.recorder;
@@ -118,6 +129,13 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   adam.weight_decay = c.weight_decay;
   AdamW optimizer(strategy->optim_slots(), adam);
   const LrSchedule schedule{c.lr, c.warmup_steps, c.steps, c.min_lr_ratio};
+
+  std::string pp_split;  // the split actually used, as an explicit list, for the checkpoint
+  auto* pipeline = dynamic_cast<parallel::PipelineStrategy*>(strategy.get());
+  if (pipeline && shape.pp > 1) {
+    for (int64_t first : pipeline->split().first_block)
+      pp_split += (pp_split.empty() ? "" : ",") + std::to_string(first);
+  }
 
   TrainOutcome outcome;
   if (resume) {
@@ -184,7 +202,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       auto span = hooks.recorder ? hooks.recorder->span("checkpoint", metrics::Lane::Data, step)
                                  : metrics::Recorder::Span();
       save_checkpoint(c.checkpoint_dir, *world, optimizer,
-                      {step + 1, c.strategy, dp, loader->cursor().serialize()});
+                      {step + 1, c.strategy, mesh_name, pp_split, loader->cursor().serialize()});
     }
     if (stopping) {
       outcome.stopped_by_signal = true;
@@ -192,8 +210,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       break;
     }
   }
-  if (auto* pipeline = dynamic_cast<parallel::PipelineStrategy*>(strategy.get()))
-    outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
+  if (pipeline) outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
   outcome.held = strategy->held_bytes();
   outcome.optimizer_bytes = optimizer.state_bytes();
   return outcome;
