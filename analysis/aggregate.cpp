@@ -63,6 +63,19 @@ double median_of(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double run_trace_bubble(const RunData& run, int64_t warmup_steps) {
+  const auto& tb = run.trace_bubble;
+  const size_t steps = run.step_numbers.size();
+  if (steps == 0 || tb.sum.size() != steps || tb.count.size() != steps) return kNaN;
+  double sum = 0.0;
+  int64_t count = 0;
+  for (size_t s = first_used_step(steps, warmup_steps); s < steps; ++s) {
+    sum += tb.sum[s];
+    count += tb.count[s];
+  }
+  return count > 0 ? sum / double(count) : kNaN;
+}
+
 int64_t ConfigRow::world_size() const { return config_int("world_size"); }
 
 int64_t ConfigRow::config_int(const std::string& column) const {
@@ -90,7 +103,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     ConfigRow row;
     row.config = members.front()->config;
     std::map<std::string, std::vector<double>> pool;
-    std::vector<double> comm_fraction, bubbles, bubble_theory, last_losses;
+    std::vector<double> comm_fraction, bubbles, bubbles_trace, bubble_theory, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
     double peak = kNaN;
     for (const RunData* r : members) {
@@ -123,12 +136,15 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
       }
       if (r->bubble_fraction) bubbles.push_back(*r->bubble_fraction);
       if (r->bubble_fraction_theory) bubble_theory.push_back(*r->bubble_fraction_theory);
+      const double trace_bubble = run_trace_bubble(*r, warmup_steps);
+      if (!std::isnan(trace_bubble)) bubbles_trace.push_back(trace_bubble);
     }
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;
     row.comm_exposed_fraction = median_of(comm_fraction);
     row.bubble_fraction = median_of(bubbles);
     row.bubble_fraction_theory = median_of(bubble_theory);
+    row.bubble_fraction_trace = median_of(bubbles_trace);
     double loss_total = 0.0;
     for (double l : last_losses) loss_total += l;
     row.final_loss = last_losses.empty() ? kNaN : loss_total / double(last_losses.size());

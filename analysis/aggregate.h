@@ -9,7 +9,9 @@
 //    min/max of the pool are taken. Pooling weights each run by its step count;
 //  - peak_bytes is the maximum over ranks, steps (after warm-up) and runs: a peak is a peak;
 //  - exposed comm fraction: median over pooled steps of comm_exposed_s / step_time_s;
-//  - bubble fraction: median over the group's runs that have /pipeline;
+//  - bubble fraction: median over the group's runs that have /pipeline; the trace-measured one
+//    (trace_bubble.h): per run the mean over pipelines, stages and post-warm-up steps, then the
+//    median over the group's runs that have such a value;
 //  - tokens/s per device = global tokens/s / world size.
 #include <cstdint>
 #include <map>
@@ -33,7 +35,8 @@ struct ConfigRow {
   std::map<std::string, Stat> stats;  // metric -> stat over the pooled post-warm-up steps
   double peak_bytes_max = 0.0;
   double comm_exposed_fraction = 0.0;  // NaN when absent
-  double bubble_fraction = 0.0;        // NaN when no /pipeline
+  double bubble_fraction = 0.0;        // NaN when no /pipeline (the strategy's own timers)
+  double bubble_fraction_trace = 0.0;  // NaN when no pipeline run of the row has a trace
   double bubble_fraction_theory = 0.0; // NaN when no /pipeline
   double final_loss = 0.0;             // mean over runs of the last step's loss
   // loss per step number, mean over runs holding that step (all steps, warm-up included)
@@ -51,5 +54,9 @@ struct ConfigRow {
 std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmup_steps);
 
 double median_of(std::vector<double> values);  // NaN for an empty set
+
+// A run's trace-measured bubble over its post-warm-up steps: the mean over pipelines, stages
+// and those steps (Σ sum / Σ count of TraceBubble); NaN when it has none (no trace, no pipeline).
+double run_trace_bubble(const RunData& run, int64_t warmup_steps);
 
 }  // namespace hlp::analysis

@@ -171,32 +171,74 @@ Figure stacked(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   return fig;
 }
 
+// The pipeline bubble a figure shows for a row: the one measured from the trace, or the
+// strategy's in-process value when none of the row's runs has a trace (*from_trace says which).
+double shown_bubble(const ConfigRow& r, bool* from_trace) {
+  *from_trace = !std::isnan(r.bubble_fraction_trace);
+  return *from_trace ? r.bubble_fraction_trace : r.bubble_fraction;
+}
+
 Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
   Figure fig = make_figure("pipeline_bubble", "Pipeline bubble vs micro-batches",
-             "Measured pipeline bubble (idle fraction of wall time) against the number of "
-             "micro-batches m for each stage count p, with the theoretical (p-1)/(m+p-1) curves.");
-  std::map<int64_t, std::map<double, double>> by_p;
+             "Pipeline bubble against the number of micro-batches m for each stage count p: "
+             "points are measured from the trace events (idle share of the step's pipeline "
+             "window, mean over stages and steps after warm-up; definition in "
+             "analysis/README.md), lines the theory (p-1)/(m+p-1).");
+  // p -> m -> bubble, apart for rows measured from the trace and rows without a trace
+  std::map<int64_t, std::map<double, double>> traced, untraced;
+  std::vector<std::string> fallbacks;
   for (const auto& r : rows) {
     const int64_t p = r.config_int("pp"), m = r.config_int("micro_batches");
-    if (p > 1 && m > 0 && !std::isnan(r.bubble_fraction)) by_p[p].emplace(double(m), r.bubble_fraction);
+    bool from_trace = false;
+    const double b = shown_bubble(r, &from_trace);
+    if (p <= 1 || m <= 0 || std::isnan(b)) continue;
+    if (from_trace) {
+      traced[p].emplace(double(m), b);
+    } else if (untraced[p].emplace(double(m), b).second) {
+      fallbacks.push_back("p=" + std::to_string(p) + " m=" + std::to_string(m));
+    }
   }
-  if (by_p.empty()) {
-    fig.skip_reason = "no pipeline run (pp > 1 with /pipeline bubble_fraction) among the inputs";
+  if (traced.empty() && untraced.empty()) {
+    fig.skip_reason = "no pipeline run (pp > 1 with /pipeline or a trace) among the inputs";
     return fig;
   }
+  if (!fallbacks.empty()) {
+    fig.sentence += " Runs without a trace (";
+    for (size_t i = 0; i < fallbacks.size(); ++i) fig.sentence += (i ? ", " : "") + fallbacks[i];
+    fig.sentence += ") are drawn with the pipeline strategy's in-process value (step wall time "
+                    "minus forward and backward per stage) as open markers.";
+  }
+  std::set<int64_t> stage_counts;
+  double max_m = 1.0;
   std::vector<Series> series;
-  for (const auto& [p, pts] : by_p)
-    series.push_back({"pp=" + std::to_string(p) + " measured", {pts.begin(), pts.end()}});
+  std::vector<bool> series_traced;
+  std::vector<int64_t> series_p;
+  for (const auto* by_p : {&traced, &untraced})
+    for (const auto& [p, pts] : *by_p) {
+      stage_counts.insert(p);
+      max_m = std::max(max_m, pts.rbegin()->first);
+      const bool t = by_p == &traced;
+      series.push_back({"p=" + std::to_string(p) + (t ? " trace" : " in-process (no trace)"),
+                        {pts.begin(), pts.end()}});
+      series_traced.push_back(t);
+      series_p.push_back(p);
+    }
   write_series(dir + "/pipeline_bubble.dat", series, "micro_batches  bubble_fraction", false);
+  // One colour per stage count: its points (filled: trace, open: in-process) and theory line.
+  std::map<int64_t, size_t> colour;
+  for (int64_t p : stage_counts) colour.emplace(p, colour.size() + 1);
   std::ostringstream body;
   body << "set title 'Pipeline bubble vs micro-batches'\nset xlabel 'micro-batches m'\n"
-       << "set ylabel 'bubble fraction of wall time'\nset yrange [0:1]\nset xrange [0.5:*]\n"
-       << "set samples 200\nset offsets 0, 0.5, 0, 0\n" << series_plot("pipeline_bubble.dat", series, false);
-  size_t i = 0;
-  for (const auto& [p, pts] : by_p) {
-    body << ", \\\n     (" << p - 1 << ".0/(x+" << p - 1 << ")) with lines dt 2 lw 2 lc " << ++i
-         << " title 'theory (p-1)/(m+p-1), p=" << p << "'";
+       << "set ylabel 'bubble fraction of the step'\nset yrange [0:1]\n"
+       << "set xrange [0.5:" << num(max_m + 0.5) << "]\nset samples 200\nplot ";
+  for (size_t i = 0; i < series.size(); ++i) {
+    body << (i ? ", \\\n     " : "") << "'pipeline_bubble.dat' index " << i
+         << " using 1:2 with points pt " << (series_traced[i] ? 7 : 6) << " ps 1.8 lc "
+         << colour[series_p[i]] << " title " << gp_quote(series[i].name);
   }
+  for (int64_t p : stage_counts)
+    body << ", \\\n     (" << p - 1 << ".0/(x+" << p - 1 << ")) with lines dt 2 lw 2 lc "
+         << colour[p] << " title 'theory (p-1)/(m+p-1), p=" << p << "'";
   write_gnuplot_script(dir, "pipeline_bubble", body.str());
   fig.has_data = true;
   return fig;
@@ -206,7 +248,8 @@ Figure split_ablation(const std::vector<ConfigRow>& rows, const std::string& dir
   Figure fig = make_figure("split_ablation", "Pipeline split ablation",
              "Global tokens/s of one pipeline configuration under each stage split (uniform by "
              "layer count, params by trainable parameters, balanced by per-layer cost), with the "
-             "measured bubble in the bar label.");
+             "bubble measured from the trace (the in-process value for runs without a trace) in "
+             "the bar label.");
   std::vector<const ConfigRow*> pipe;
   for (const auto& r : rows)
     if (r.config_int("pp") > 1) pipe.push_back(&r);
@@ -221,9 +264,12 @@ Figure split_ablation(const std::vector<ConfigRow>& rows, const std::string& dir
   }
   std::ofstream dat(dir + "/split_ablation.dat");
   dat << "# split tokens_per_s bubble_percent\n";
-  for (const ConfigRow* r : slice)
+  for (const ConfigRow* r : slice) {
+    bool from_trace = false;
+    const double bubble_fraction = shown_bubble(*r, &from_trace);
     dat << "\"" << r->value("pp_split") << "\" " << num(r->median(schema::kTokensPerS)) << " "
-        << num(100.0 * r->bubble_fraction) << "\n";
+        << num(100.0 * bubble_fraction) << "\n";
+  }
   dat.close();
   const ConfigRow& ref = *slice.front();
   write_gnuplot_script(

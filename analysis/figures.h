@@ -7,7 +7,7 @@
 //   context_memory        peak MiB vs sequence length per strategy
 //   memory_breakdown      parameters / gradients / optimizer / activations per strategy (stacked)
 //   step_time_breakdown   data wait / forward / backward / optimizer / exposed comm / other
-//   pipeline_bubble       bubble fraction vs micro-batches + (p-1)/(m+p-1)
+//   pipeline_bubble       trace-measured bubble vs micro-batches + (p-1)/(m+p-1)
 //   split_ablation        tokens/s per pipeline split (uniform / params / balanced ...)
 //   loss_curves           loss per step of every configuration, overlaid
 #include <string>

@@ -203,6 +203,15 @@ RunData load_one(const std::string& path) {
   }
   if (run.step_numbers.empty())
     throw user_error("'", path, "' holds no steps (the job ended before its first flush)");
+  if (pipeline) {  // the trace is read only here: other runs stay cheap to load
+    std::vector<std::vector<metrics::TraceEvent>> events(static_cast<size_t>(reader.world_size()));
+    for (int r = 0; r < reader.world_size(); ++r) events[static_cast<size_t>(r)] = reader.trace(r);
+    try {
+      run.trace_bubble = trace_bubble(events, {mesh[0], mesh[1], mesh[2]}, run.step_numbers);
+    } catch (const UserError& e) {
+      throw user_error("'", path, "': ", e.what());
+    }
+  }
   return run;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/trace_bubble.h"
+
 namespace hlp::analysis {
 
 // The columns that identify a configuration, in table order. Runs with equal values in all of
@@ -31,6 +33,9 @@ struct RunData {
   std::vector<int64_t> step_numbers;              // [steps]
   std::optional<double> bubble_fraction;          // /pipeline, measured
   std::optional<double> bubble_fraction_theory;   // /pipeline, (p-1)/(m+p-1)
+  // Pipeline runs: the bubble per step measured from /trace (trace_bubble.h); empty vectors
+  // for other runs, zero counts when the run was not traced.
+  TraceBubble trace_bubble;
   // Identifies the job that wrote the file (start time, Slurm ids, hosts, config): two files
   // with the same id are copies of one run, not reruns.
   std::string job_id;

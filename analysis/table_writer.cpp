@@ -1,5 +1,6 @@
 #include "analysis/table_writer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -49,6 +50,7 @@ const std::vector<MetricColumn>& metric_columns() {
     median(schema::kMfuModel);
     median(schema::kMfuExecuted);
     c.push_back({"bubble_fraction", [](const ConfigRow& r) { return r.bubble_fraction; }});
+    c.push_back({"bubble_fraction_trace", [](const ConfigRow& r) { return r.bubble_fraction_trace; }});
     c.push_back({"bubble_fraction_theory", [](const ConfigRow& r) { return r.bubble_fraction_theory; }});
     c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
     return c;
@@ -61,6 +63,15 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// The shortest text that reads back as the same double: full precision without noise digits
+// (0.4, not 0.40000000000000002).
+std::string full_precision(double v) {
+  if (std::isnan(v)) return "";
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
 }
 
 std::string csv_cell(const std::string& s) {
@@ -92,7 +103,7 @@ void write_csv(std::ostream& out, const std::vector<ConfigRow>& rows) {
   for (const auto& r : rows) {
     for (const auto& c : config_columns()) out << csv_cell(r.value(c)) << ",";
     out << r.runs << "," << r.incomplete_runs << "," << r.steps_used;
-    for (const auto& c : metric_columns()) out << "," << fmt("%.10g", c.value(r));
+    for (const auto& c : metric_columns()) out << "," << full_precision(c.value(r));
     out << "\n";
   }
 }
@@ -117,7 +128,7 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
   const std::vector<std::string> metric_headers = {
       "runs", "steps", "step time ms [min–max]", "tok/s [min–max]", "tok/s/dev", "peak MiB",
       "params MiB", "grads MiB", "optim MiB", "activ. MiB", "exposed comm %", "MFU model %",
-      "MFU exec %", "bubble %", "final loss"};
+      "MFU exec %", "bubble (in-process) %", "bubble (trace) %", "bubble theory %", "final loss"};
   out << "|";
   for (const auto& c : varying) out << " " << c << " |";
   for (const auto& h : metric_headers) out << " " << h << " |";
@@ -148,6 +159,8 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
     cell(fmt("%.2f", 100.0 * r.median(schema::kMfuModel)));
     cell(fmt("%.2f", 100.0 * r.median(schema::kMfuExecuted)));
     cell(fmt("%.1f", 100.0 * r.bubble_fraction));
+    cell(fmt("%.1f", 100.0 * r.bubble_fraction_trace));
+    cell(fmt("%.1f", 100.0 * r.bubble_fraction_theory));
     cell(fmt("%.4f", r.final_loss));
     out << "\n";
   }

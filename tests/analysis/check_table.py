@@ -58,7 +58,7 @@ NAN = math.nan
 
 # ---- default warm-up (1): the known table --------------------------------------------------------
 rows, err = table(KNOWN)
-expect([r["strategy"] for r in rows] == ["ddp", "ddp", "fsdp", "pp", "pp", "pp", "single"],
+expect([r["strategy"] for r in rows] == ["ddp", "ddp", "fsdp", "pp", "pp", "pp", "pp", "single"],
        f"rows and their order: {[r['strategy'] for r in rows]}")
 expect("incomplete.h5" in err and "incomplete" in err and len(err.strip().splitlines()) == 1,
        f"one stderr line for the incomplete file, got: {err!r}")
@@ -86,9 +86,42 @@ check_values(find(rows, strategy="pp", pp_split="balanced", micro_batches=4), "p
              dp="1", pp="2", pp_schedule="1f1b", tokens_per_s_median=800.0, bubble_fraction=0.25,
              bubble_fraction_theory=0.2)
 check_values(find(rows, strategy="pp", pp_split="uniform"), "pp-uni-m4", micro_batches="4",
-             tokens_per_s_median=900.0, bubble_fraction=0.3)
+             tokens_per_s_median=900.0, bubble_fraction=0.3, bubble_fraction_trace=NAN)
 check_values(find(rows, strategy="pp", pp_split="balanced", micro_batches=8), "pp-bal-m8",
-             tokens_per_s_median=1000.0, bubble_fraction=0.15)
+             tokens_per_s_median=1000.0, bubble_fraction=0.15, bubble_fraction_trace=NAN)
+check_values(ddp, "ddp64", bubble_fraction_trace=NAN, bubble_fraction_theory=NAN)
+
+
+# ---- the pipeline bubble measured from hand-placed trace spans (write_fixtures.cpp) -------------
+def close(row, col, want, name):
+    """Equal to 1e-12 (the CSV prints the shortest text that reads back as the same double)."""
+    got = num(row, col) if row is not None else math.nan
+    ok = math.isnan(got) if math.isnan(want) else abs(got - want) <= 1e-12
+    expect(ok, f"{name}.{col}: want {want!r} to 1e-12, got {got!r}")
+
+
+for warmup, want in [("1", 0.53125), ("0", 0.625), ("2", 0.5), ("3", NAN)]:
+    traced = find(table(KNOWN, "--warmup", warmup)[0], strategy="pp", micro_batches=2)
+    close(traced, "bubble_fraction_trace", want, f"pp-traced warm-up {warmup}")
+    check_values(traced, f"pp-traced warm-up {warmup}", bubble_fraction=0.4)
+    close(traced, "bubble_fraction_theory", 1.0 / 3.0, f"pp-traced warm-up {warmup}")
+code, out, _ = run("table", os.path.join(KNOWN, "pp"))
+cells = {}
+lines = [l for l in out.splitlines() if l.startswith("|")]
+if code == 0 and len(lines) >= 3:
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    for line in lines[2:]:
+        row = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+        cells[row.get("micro_batches"), row.get("pp_split")] = row
+expect(all(h in (lines[0] if lines else "") for h in
+           ("bubble (in-process) %", "bubble (trace) %", "bubble theory %")),
+       f"markdown bubble columns: {lines[:1]}")
+traced_md = cells.get(("2", "balanced"), {})
+expect((traced_md.get("bubble (in-process) %"), traced_md.get("bubble (trace) %"),
+        traced_md.get("bubble theory %")) == ("40.0", "53.1", "33.3"),
+       f"markdown bubbles of the traced pipeline: {traced_md}")
+expect(cells.get(("8", "balanced"), {}).get("bubble (trace) %") == "–",
+       f"markdown: a pipeline without a trace shows – : {cells.get(('8', 'balanced'))}")
 
 # ---- warm-up is configurable ----------------------------------------------------------------------
 rows, _ = table(KNOWN, "--warmup", "0")
@@ -104,7 +137,7 @@ check_values(find(rows, strategy="ddp", seq_len=64), "ddp64 w10", steps_used="2"
 
 # ---- --include-incomplete -------------------------------------------------------------------------
 rows, err = table(KNOWN, "--include-incomplete")
-expect(len(rows) == 8 and err.strip() == "", f"8 rows, quiet stderr with --include-incomplete: {err!r}")
+expect(len(rows) == 9 and err.strip() == "", f"9 rows, quiet stderr with --include-incomplete: {err!r}")
 check_values(find(rows, strategy="ddp", seq_len=256), "incomplete", runs="1", incomplete_runs="1",
              step_time_s_median=3.0)
 

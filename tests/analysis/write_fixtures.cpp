@@ -2,7 +2,8 @@
 // tests (check_table.py holds the expected numbers; keep both in sync), and many small files
 // for the 1,000-file benchmark. Run under `mpiexec -n 2`.
 //   write_fixtures known DIR          the known-value set (2-rank files, a 1-rank file via
-//                                     MPI_COMM_SELF, pipeline files, one incomplete file)
+//                                     MPI_COMM_SELF, pipeline files, one of them with hand-placed
+//                                     forward/backward trace spans, one incomplete file)
 //   write_fixtures many DIR N         N small 1-rank files (rank r writes every r-th), 8 steps
 #include <mpi.h>
 
@@ -36,6 +37,7 @@ struct Spec {
   bool finish = true;
   bool pipeline = false;
   double bubble = 0.0, bubble_theory = 0.0;
+  std::vector<std::vector<m::TraceEvent>> events;  // [rank]: this rank's trace (none if empty)
 };
 
 std::string config_ini(const Spec& s) {
@@ -81,6 +83,7 @@ void write(MPI_Comm comm, const Spec& s) {
     }
     w.append_step(row);
   }
+  if (!s.events.empty()) w.append_events(s.events[static_cast<size_t>(rank)]);
   w.flush();
   if (s.pipeline) {
     m::PipelineInfo p;
@@ -110,6 +113,63 @@ void add_common(Spec& s, size_t steps) {
   if (!s.values.count(schema::kLoss)) s.values[schema::kLoss] = c(2.0);
   if (!s.values.count(schema::kPeakBytes)) s.values[schema::kPeakBytes] = c(2000);
   if (!s.values.count(schema::kTokensPerS)) s.values[schema::kTokensPerS] = c(1000);
+}
+
+m::TraceEvent event(const char* name, m::Lane lane, int64_t step, int32_t micro_batch,
+                    double start_s, double end_s) {
+  m::TraceEvent e;
+  e.name = name;
+  e.category = lane == m::Lane::Compute ? "compute" : lane == m::Lane::Comm ? "comm" : "data";
+  e.lane = lane;
+  e.step = step;
+  e.micro_batch = micro_batch;
+  e.start_s = start_s;
+  e.end_s = end_s;
+  return e;
+}
+
+// Two stages, steps 0..3; per step the window is [min start, max end] of both stages' forward /
+// backward spans and a stage's bubble is 1 - |union of its spans| / |window|:
+//   step 0 (warm-up) window [0, 1]:   stage 0 busy 0.25 -> 0.75,  stage 1 busy 0.125 -> 0.875
+//   step 1           window [1, 5]:   stage 0 busy 2    -> 0.5,   stage 1 busy 1.5   -> 0.625
+//                    (stage 1's optimizer [5, 9], a comm and a data event are not spans)
+//   step 2           window [10, 14]: stage 0 forwards [10, 11] and [10.5, 11.5] overlap:
+//                    busy 1.5 + 1 = 2.5 (not 3) -> 0.375;  stage 1 busy 1.5 -> 0.625
+//   step 3           stage 1 has no span: no common window, the step is left out
+// Mean over stages and steps 1..3: (0.5 + 0.625 + 0.375 + 0.625) / 4 = 0.53125.
+Spec pipeline_with_trace(const std::string& dir) {
+  using L = m::Lane;
+  Spec p;
+  p.strategy = "pp";
+  p.mesh = {1, 2, 1};
+  p.pipeline = true;
+  p.micro_batches = 2;
+  p.bubble = 0.4;  // the in-process value stays apart from the trace one
+  p.bubble_theory = 1.0 / 3.0;
+  p.path = dir + "/pp/pp_traced_m2.h5";
+  p.values[schema::kStepTime] = same({1, 4, 4, 2});
+  add_common(p, 4);
+  p.events = {
+      {event("next_batch", L::Data, 0, -1, 0.0, 0.0),  // stage 0
+       event("forward", L::Compute, 0, 0, 0.0, 0.125),
+       event("backward", L::Compute, 0, 0, 0.875, 1.0),
+       event("forward", L::Compute, 1, 0, 1.0, 2.0),
+       event("recv", L::Comm, 1, -1, 2.0, 4.0),
+       event("backward", L::Compute, 1, 0, 4.0, 5.0),
+       event("forward", L::Compute, 2, 0, 10.0, 11.0),
+       event("forward", L::Compute, 2, 1, 10.5, 11.5),
+       event("backward", L::Compute, 2, 0, 13.0, 14.0),
+       event("forward", L::Compute, 3, 0, 20.0, 21.0),
+       event("backward", L::Compute, 3, 0, 21.0, 22.0)},
+      {event("forward", L::Compute, 0, 0, 0.125, 0.1875),  // stage 1
+       event("backward", L::Compute, 0, 0, 0.1875, 0.25),
+       event("forward", L::Compute, 1, 0, 2.0, 3.0),
+       event("backward", L::Compute, 1, 0, 3.0, 3.5),
+       event("optimizer", L::Compute, 1, -1, 5.0, 9.0),
+       event("forward", L::Compute, 2, 0, 11.5, 12.5),
+       event("backward", L::Compute, 2, 0, 12.5, 13.0),
+       event("optimizer", L::Compute, 3, -1, 20.0, 23.0)}};
+  return p;
 }
 
 void write_known(const std::string& dir) {
@@ -168,6 +228,9 @@ void write_known(const std::string& dir) {
     add_common(p, 3);
     write(MPI_COMM_WORLD, p);
   }
+  // PT: pipeline (pp = 2, m = 2) whose trace has hand-placed spans; check_table.py expects
+  // bubble_fraction_trace = 0.53125 (warm-up 1), 0.625 (warm-up 0), 0.5 (warm-up 2), NaN (3).
+  write(MPI_COMM_WORLD, pipeline_with_trace(dir));
   // I: incomplete (no finish): complete = 0.
   Spec inc;
   inc.path = dir + "/incomplete.h5";

@@ -1,0 +1,95 @@
+#include "analysis/trace_bubble.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace hlp::analysis {
+namespace {
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+bool is_stage_compute(const metrics::TraceEvent& e) {
+  return e.lane == metrics::Lane::Compute && (e.name == "forward" || e.name == "backward");
+}
+
+}  // namespace
+
+double union_length(Intervals intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0.0;
+  double open_start = 0.0, open_end = -std::numeric_limits<double>::infinity();
+  for (const auto& [start, end] : intervals) {
+    if (end <= start) continue;
+    if (start > open_end) {  // disjoint from the run being merged: close it
+      if (open_end > open_start) total += open_end - open_start;
+      open_start = start;
+      open_end = end;
+    } else {
+      open_end = std::max(open_end, end);
+    }
+  }
+  if (open_end > open_start) total += open_end - open_start;
+  return total;
+}
+
+TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& events_per_rank,
+                         const std::array<int64_t, 3>& mesh,
+                         const std::vector<int64_t>& step_numbers) {
+  const int64_t dp = mesh[0], pp = mesh[1], tp = mesh[2];
+  if (dp < 1 || pp < 1 || tp < 1 || dp * pp * tp != int64_t(events_per_rank.size()))
+    throw user_error("mesh dp=", dp, " pp=", pp, " tp=", tp, " does not match ",
+                     events_per_rank.size(), " ranks of trace (damaged file)");
+  const size_t steps = step_numbers.size();
+  std::unordered_map<int64_t, size_t> column_of_step;
+  for (size_t i = 0; i < steps; ++i) column_of_step.emplace(step_numbers[i], i);
+
+  // spans[rank][column]: the rank's forward/backward spans of that step
+  std::vector<std::vector<Intervals>> spans(events_per_rank.size(), std::vector<Intervals>(steps));
+  for (size_t r = 0; r < events_per_rank.size(); ++r)
+    for (const auto& e : events_per_rank[r]) {
+      if (!is_stage_compute(e)) continue;
+      auto it = column_of_step.find(e.step);
+      if (it != column_of_step.end()) spans[r][it->second].emplace_back(e.start_s, e.end_s);
+    }
+
+  TraceBubble out;
+  out.sum.assign(steps, 0.0);
+  out.count.assign(steps, 0);
+  bool any_span = false;
+  for (const auto& rank_spans : spans)
+    for (const auto& s : rank_spans) any_span = any_span || !s.empty();
+  if (!any_span) return out;  // no trace (tracing off): nothing to measure, nothing left out
+
+  for (int64_t d = 0; d < dp; ++d)
+    for (int64_t t = 0; t < tp; ++t)
+      for (size_t col = 0; col < steps; ++col) {
+        double window_start = std::numeric_limits<double>::infinity();
+        double window_end = -std::numeric_limits<double>::infinity();
+        bool every_stage = true;
+        for (int64_t i = 0; i < pp; ++i) {
+          const Intervals& s = spans[size_t((d * pp + i) * tp + t)][col];
+          every_stage = every_stage && !s.empty();
+          for (const auto& [start, end] : s) {
+            window_start = std::min(window_start, start);
+            window_end = std::max(window_end, end);
+          }
+        }
+        const double window_s = window_end - window_start;
+        if (!every_stage || !(window_s > 0.0)) {
+          ++out.left_out;
+          continue;
+        }
+        for (int64_t i = 0; i < pp; ++i) {
+          const double busy_s = union_length(spans[size_t((d * pp + i) * tp + t)][col]);
+          out.sum[col] += 1.0 - busy_s / window_s;
+          out.count[col] += 1;
+        }
+      }
+  return out;
+}
+
+}  // namespace hlp::analysis

@@ -1,0 +1,43 @@
+#pragma once
+// The pipeline bubble measured from a result file's trace events (issue #7), next to the value
+// the pipeline strategy measured in process (/pipeline bubble_fraction) and the theory
+// (p-1)/(m+p-1). Definition (also in analysis/README.md), for one step s:
+//
+//   pipeline   the pp ranks with equal (dp, tp) coordinates: world rank = (d·pp + i)·tp + t
+//   spans      the rank's "forward" and "backward" events on the compute lane with step = s
+//   window     [min start, max end] of the spans of ALL the pipeline's ranks in step s: one
+//              window for every stage, so the first stage's early start and the last stage's
+//              late end count as idle time of the others
+//   bubble     of one stage (rank): 1 − |union of its spans| / |window|  (union: overlapping
+//              spans count once)
+//
+// A (pipeline, step) in which some stage has no such span (its events were not recorded) has no
+// common window and is left out whole; so is one whose window has zero length.
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "metrics/trace_event.h"
+
+namespace hlp::analysis {
+
+// Per step of the file (same order as /steps/step): the bubbles of that step summed over every
+// (pipeline, stage) that has one, and their count. A run's bubble over a set of steps is
+// Σ sum / Σ count, the mean over pipelines, stages and steps.
+struct TraceBubble {
+  std::vector<double> sum;     // [steps]
+  std::vector<int64_t> count;  // [steps]
+  int64_t left_out = 0;        // (pipeline, step) pairs without a common window (see above)
+};
+
+// events_per_rank[r]: the trace of world rank r; mesh = {dp, pp, tp}; step_numbers: /steps/step.
+// All zero counts when the file has no forward/backward spans (tracing was off).
+TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& events_per_rank,
+                         const std::array<int64_t, 3>& mesh,
+                         const std::vector<int64_t>& step_numbers);
+
+// Total length covered by [start, end) intervals (overlaps counted once).
+double union_length(std::vector<std::pair<double, double>> intervals);
+
+}  // namespace hlp::analysis
