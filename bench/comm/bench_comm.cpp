@@ -107,13 +107,8 @@ int main(int argc, char** argv) {
     int length = 0;
     MPI_Get_library_version(mpi_version, &length);
     std::string first_line(mpi_version, std::strcspn(mpi_version, "\n"));
-    const char* wait = std::getenv("HLP_COMM_WAIT");
     std::printf("# hlp-bench-comm: %d ranks, float32, HLP MPI backend vs raw MPI (%s)\n", n,
                 first_line.c_str());
-    std::printf("# HLP waits by %s (HLP_COMM_WAIT=%s; raw MPI always blocks)\n",
-                wait && std::string(wait) == "block" ? "blocking MPI calls"
-                                                     : "MPI_I* + MPI_Test with back-off sleeps",
-                wait ? wait : "");
     std::printf("# time = median over %d alternating repetitions of the per-call time of the "
                 "slowest rank; GB/s = 1e9 B/s\n",
                 options.reps);

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -38,54 +36,6 @@ void check_mpi(int rc, const char* what) {
   int length = 0;
   MPI_Error_string(rc, text, &length);
   throw std::runtime_error(std::string(what) + " failed: " + std::string(text, length));
-}
-
-// How a collective waits for MPI. MPICH (ch4) busy-polls inside a blocking collective; on an
-// oversubscribed CPU (ranks + their compute threads > cores) that spinning takes the core the
-// peer rank or this rank's own compute thread needs. So by default a collective is started
-// non-blocking (MPI_I*) and completed by MPI_Test: spinning only briefly, then sleeping between
-// tests with a growing back-off (capped, so a long op completes at most kMaxSleep late).
-// HLP_COMM_WAIT=block restores the blocking calls (for A/B measurements; docs/strategies.md).
-enum class WaitMode { Poll, Block };
-
-WaitMode wait_mode() {
-  static const WaitMode mode = [] {
-    const char* env = std::getenv("HLP_COMM_WAIT");
-    if (env == nullptr || *env == '\0' || std::string(env) == "poll") return WaitMode::Poll;
-    if (std::string(env) == "block") return WaitMode::Block;
-    throw hlp::UserError(std::string("HLP_COMM_WAIT=") + env + ": expected poll or block");
-  }();
-  return mode;
-}
-
-constexpr std::chrono::microseconds kSpin(20);       // pure MPI_Test spinning first
-constexpr std::chrono::microseconds kFirstSleep(5);  // then sleep, doubling up to kMaxSleep
-constexpr std::chrono::microseconds kMaxSleep(200);
-
-void wait_request(MPI_Request& request, const char* what) {
-  const auto start = std::chrono::steady_clock::now();
-  auto sleep = kFirstSleep;
-  for (;;) {
-    int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
-    if (done) return;
-    if (std::chrono::steady_clock::now() - start < kSpin) continue;
-    std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, kMaxSleep);
-  }
-}
-
-// Runs a collective either blocking (`blocking()`) or as its non-blocking twin (`start(&req)`)
-// completed by wait_request.
-template <typename Blocking, typename Start>
-void run_collective(const char* what, Blocking blocking, Start start) {
-  if (wait_mode() == WaitMode::Block) {
-    check_mpi(blocking(), what);
-    return;
-  }
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(start(&request), what);
-  wait_request(request, what);
 }
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
@@ -193,7 +143,6 @@ std::shared_ptr<MpiCommunicator> init_mpi_world(int& argc, char**& argv, CommOpt
                      "MPI_THREAD_MULTIPLE (use an MPI built with thread support, e.g. MPICH)");
   if (!(options.timeout_s > 0))
     throw user_error("--comm-timeout-s must be > 0 (got ", options.timeout_s, ")");
-  wait_mode();  // a bad HLP_COMM_WAIT is reported here, before any op
   MPI_Comm world;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
   auto comm = std::make_shared<MpiCommunicator>(world, options);
@@ -282,13 +231,9 @@ WorkPtr MpiCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {
     at::Tensor buffer = to_reduce_buffer(tensor);  // contiguous, reduce dtype
     MPI_Datatype type = mpi_wire_type(buffer.scalar_type());
     for_each_chunk(buffer.numel(), [&](int64_t offset, int count) {
-      void* data = element_ptr(buffer, offset);
-      run_collective(
-          "MPI_Allreduce",
-          [&] { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mpi_op(op), comm); },
-          [&](MPI_Request* r) {
-            return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mpi_op(op), comm, r);
-          });
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, element_ptr(buffer, offset), count, type, mpi_op(op),
+                              comm),
+                "MPI_Allreduce");
     });
     if (op == ReduceOp::Avg) divide_for_avg(buffer, n);
     copy_back(tensor, buffer);
@@ -308,16 +253,8 @@ WorkPtr MpiCommunicator::all_gather_async(at::Tensor input, at::Tensor output) {
     const bool direct = output.is_contiguous() && output.numel() == int64_t(count) * n;
     at::Tensor gathered = direct ? output : at::empty({int64_t(count) * n}, output.options());
     MPI_Datatype type = mpi_wire_type(input.scalar_type());
-    run_collective(
-        "MPI_Allgather",
-        [&] {
-          return MPI_Allgather(send.data_ptr(), count, type, gathered.data_ptr(), count, type,
-                               comm);
-        },
-        [&](MPI_Request* r) {
-          return MPI_Iallgather(send.data_ptr(), count, type, gathered.data_ptr(), count, type,
-                                comm, r);
-        });
+    check_mpi(MPI_Allgather(send.data_ptr(), count, type, gathered.data_ptr(), count, type, comm),
+              "MPI_Allgather");
     if (!direct) output.copy_(gathered.view({-1}).narrow(0, 0, output.numel()).view(output.sizes()));
   });
 }
@@ -335,16 +272,9 @@ WorkPtr MpiCommunicator::reduce_scatter_async(at::Tensor input, at::Tensor outpu
     at::Tensor padded = padded_reduce_input(input, n);  // [n * shard], reduce dtype
     at::Tensor result = to_reduce_buffer(output);       // [shard] (output itself if it can be)
     MPI_Datatype type = mpi_wire_type(padded.scalar_type());
-    run_collective(
-        "MPI_Reduce_scatter_block",
-        [&] {
-          return MPI_Reduce_scatter_block(padded.data_ptr(), result.data_ptr(), shard, type,
-                                          mpi_op(op), comm);
-        },
-        [&](MPI_Request* r) {
-          return MPI_Ireduce_scatter_block(padded.data_ptr(), result.data_ptr(), shard, type,
-                                           mpi_op(op), comm, r);
-        });
+    check_mpi(MPI_Reduce_scatter_block(padded.data_ptr(), result.data_ptr(), shard, type,
+                                       mpi_op(op), comm),
+              "MPI_Reduce_scatter_block");
     if (op == ReduceOp::Avg) divide_for_avg(result, n);
     copy_back(output, result);
   });
@@ -358,10 +288,7 @@ WorkPtr MpiCommunicator::broadcast_async(at::Tensor tensor, int root) {
     at::Tensor buffer = contiguous_buffer(tensor);
     MPI_Datatype type = mpi_wire_type(tensor.scalar_type());
     for_each_chunk(buffer.numel(), [&](int64_t offset, int count) {
-      void* data = element_ptr(buffer, offset);
-      run_collective(
-          "MPI_Bcast", [&] { return MPI_Bcast(data, count, type, root, comm); },
-          [&](MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); });
+      check_mpi(MPI_Bcast(element_ptr(buffer, offset), count, type, root, comm), "MPI_Bcast");
     });
     copy_back(tensor, buffer);
   });
@@ -422,11 +349,7 @@ WorkPtr MpiCommunicator::recv_async(at::Tensor tensor, int src, int tag) {
 
 WorkPtr MpiCommunicator::barrier_async() {
   MPI_Comm comm = comm_;
-  return enqueue(OpKind::Barrier, 0, -1, [comm] {
-    run_collective(
-        "MPI_Barrier", [&] { return MPI_Barrier(comm); },
-        [&](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
-  });
+  return enqueue(OpKind::Barrier, 0, -1, [comm] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); });
 }
 
 }  // namespace hlp::comm
