@@ -42,6 +42,7 @@ struct PipelineInfo {
   std::vector<int64_t> stage_first_layer;     // [pp]: first layer index of each stage
   std::vector<double> stage_cost;             // [pp]: predicted cost (model units)
   std::vector<double> stage_cost_measured_s;  // [pp]: measured seconds per step (may be empty)
+  std::vector<double> stage_cpu_measured_s;   // [pp]: compute-thread CPU seconds per step (may be empty)
   double bubble_fraction = 0.0;               // measured idle fraction of wall time
   double bubble_fraction_theory = 0.0;        // (p - 1) / (m + p - 1)
   std::string schedule;                       // "gpipe" | "1f1b"

@@ -244,6 +244,8 @@ std::optional<PipelineInfo> ResultReader::pipeline() const {
     p.stage_first_layer = h5::read_attr_ints(g, schema::kStageFirstLayer);
     p.stage_cost = h5::read_attr_doubles(g, schema::kStageCost);
     p.stage_cost_measured_s = h5::read_attr_doubles(g, schema::kStageCostMeasured);
+    if (h5::has_attr(g, schema::kStageCpuMeasured))  // files before 2026-11-22 lack it
+      p.stage_cpu_measured_s = h5::read_attr_doubles(g, schema::kStageCpuMeasured);
     p.bubble_fraction = h5::read_attr_double(g, schema::kBubbleFraction);
     p.bubble_fraction_theory = h5::read_attr_double(g, schema::kBubbleFractionTheory);
     p.schedule = h5::read_attr_string(g, schema::kSchedule);

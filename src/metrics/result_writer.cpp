@@ -290,6 +290,7 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   bcast_vec(p.stage_first_layer, MPI_INT64_T);
   bcast_vec(p.stage_cost, MPI_DOUBLE);
   bcast_vec(p.stage_cost_measured_s, MPI_DOUBLE);
+  bcast_vec(p.stage_cpu_measured_s, MPI_DOUBLE);
   MPI_Bcast(&p.bubble_fraction, 1, MPI_DOUBLE, 0, s.comm);
   MPI_Bcast(&p.bubble_fraction_theory, 1, MPI_DOUBLE, 0, s.comm);
   MPI_Bcast(&p.micro_batches, 1, MPI_INT64_T, 0, s.comm);
@@ -303,6 +304,7 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   h5::write_attr(g, schema::kStageFirstLayer, p.stage_first_layer);
   h5::write_attr(g, schema::kStageCost, p.stage_cost);
   h5::write_attr(g, schema::kStageCostMeasured, p.stage_cost_measured_s);
+  h5::write_attr(g, schema::kStageCpuMeasured, p.stage_cpu_measured_s);
   h5::write_attr(g, schema::kBubbleFraction, p.bubble_fraction);
   h5::write_attr(g, schema::kBubbleFractionTheory, p.bubble_fraction_theory);
   h5::write_attr(g, schema::kSchedule, p.schedule);

@@ -89,6 +89,7 @@ inline constexpr const char* kPipelineGroup = "/pipeline";
 inline constexpr const char* kStageFirstLayer = "stage_first_layer";    // int64 [pp]
 inline constexpr const char* kStageCost = "stage_cost";                 // float64 [pp], predicted
 inline constexpr const char* kStageCostMeasured = "stage_cost_measured_s";  // float64 [pp]
+inline constexpr const char* kStageCpuMeasured = "stage_cpu_measured_s";    // float64 [pp]
 inline constexpr const char* kBubbleFraction = "bubble_fraction";       // float64, measured
 inline constexpr const char* kBubbleFractionTheory = "bubble_fraction_theory";  // (p-1)/(m+p-1)
 inline constexpr const char* kSchedule = "schedule";                    // string gpipe|1f1b

@@ -153,14 +153,15 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
     mine.backward_s /= n;
     mine.idle_s /= n;
     mine.wall_s /= n;
+    mine.compute_cpu_s /= n;
   }
   mine.first_block = split_.first_block[size_t(stage_)];
   mine.end_block = split_.end_block[size_t(stage_)];
   mine.predicted_cost = split_.stage_cost[size_t(stage_)];
-  constexpr int64_t kFields = 7;
+  constexpr int64_t kFields = 8;
   at::Tensor local = at::tensor({double(mine.first_block), double(mine.end_block),
                                  mine.predicted_cost, mine.forward_s, mine.backward_s,
-                                 mine.idle_s, mine.wall_s},
+                                 mine.idle_s, mine.wall_s, mine.compute_cpu_s},
                                 at::kDouble);
   at::Tensor all = at::zeros({stages_ * kFields}, at::kDouble);
   if (stages_ > 1)
@@ -172,7 +173,7 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
   for (int s = 0; s < stages_; ++s) {
     const int64_t o = s * kFields;
     out[size_t(s)] = {int64_t(a[o]), int64_t(a[o + 1]), a[o + 2], a[o + 3], a[o + 4], a[o + 5],
-                      a[o + 6]};
+                      a[o + 6], a[o + 7]};
   }
   return out;
 }
@@ -185,6 +186,7 @@ metrics::PipelineInfo PipelineStrategy::pipeline_info() {
     info.stage_first_layer.push_back(r.first_block);
     info.stage_cost.push_back(r.predicted_cost);
     info.stage_cost_measured_s.push_back(r.forward_s + r.backward_s);
+    info.stage_cpu_measured_s.push_back(r.compute_cpu_s);
     bubble_sum += r.bubble_fraction();
   }
   const double p = stages_, m = double(last_micro_batches_);
@@ -196,11 +198,13 @@ metrics::PipelineInfo PipelineStrategy::pipeline_info() {
   return info;
 }
 
-void PipelineStrategy::record_step(double forward_s, double backward_s, double wall_s) {
+void PipelineStrategy::record_step(double forward_s, double backward_s, double wall_s,
+                                   double compute_cpu_s) {
   StageRecord r;
   r.forward_s = forward_s;
   r.backward_s = backward_s;
   r.wall_s = wall_s;
+  r.compute_cpu_s = compute_cpu_s;
   r.idle_s = std::max(0.0, wall_s - forward_s - backward_s);
   if (steps_run_++ == 0) {
     first_step_ = r;
@@ -210,6 +214,7 @@ void PipelineStrategy::record_step(double forward_s, double backward_s, double w
   measured_sum_.backward_s += r.backward_s;
   measured_sum_.idle_s += r.idle_s;
   measured_sum_.wall_s += r.wall_s;
+  measured_sum_.compute_cpu_s += r.compute_cpu_s;
   ++measured_steps_;
 }
 

@@ -42,6 +42,7 @@ struct StageRecord {
   double backward_s = 0.0;      // compute of all backwards of one step
   double idle_s = 0.0;          // schedule wall time minus compute (waiting for neighbours)
   double wall_s = 0.0;          // schedule wall time of one step
+  double compute_cpu_s = 0.0;   // thread CPU seconds of all forwards + backwards of one step
   double bubble_fraction() const { return wall_s > 0 ? idle_s / wall_s : 0.0; }
 };
 
@@ -75,7 +76,7 @@ class PipelineStrategy : public Strategy {
   void run_gpipe(int micro_batches);
   void run_1f1b(int micro_batches);
   void wait_sends();
-  void record_step(double forward_s, double backward_s, double wall_s);
+  void record_step(double forward_s, double backward_s, double wall_s, double compute_cpu_s);
 
   void allocate_grads();
   void reduce_grads(PhaseTimes& times);
@@ -108,6 +109,7 @@ class PipelineStrategy : public Strategy {
   std::vector<InFlight> inflight_;
   std::vector<std::pair<comm::WorkPtr, torch::Tensor>> sends_;  // kept alive until waited
   double loss_sum_ = 0.0;
+  double compute_cpu_s_ = 0.0;  // thread CPU seconds of this step's compute so far
   int64_t step_ = 0;
   PhaseTimes* times_ = nullptr;
 

@@ -62,7 +62,7 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
     if (with_grad) x.requires_grad_(true);
     f.input = x;
   }
-  const double t0 = now_s();
+  const double t0 = now_s(), cpu0 = thread_cpu_s();
   {
     auto span = compute_span(options_.recorder, "forward", step_, m);
     AutocastScope autocast(options_.bf16);
@@ -80,6 +80,7 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
     }
   }
   times_->forward_s += now_s() - t0;
+  compute_cpu_s_ += thread_cpu_s() - cpu0;
   if (!with_grad) f = InFlight{};
 }
 
@@ -91,7 +92,7 @@ void PipelineStrategy::backward_step(int m) {
     grad = torch::empty(f.output.sizes(), torch::kFloat);
     timed_wait(pp.recv_async(grad, stage_ + 1, tag_backward(m)), *times_);
   }
-  const double t0 = now_s();
+  const double t0 = now_s(), cpu0 = thread_cpu_s();
   {
     auto span = compute_span(options_.recorder, "backward", step_, m);
     if (stage_ == stages_ - 1)
@@ -104,6 +105,7 @@ void PipelineStrategy::backward_step(int m) {
     }
   }
   times_->backward_s += now_s() - t0;
+  compute_cpu_s_ += thread_cpu_s() - cpu0;
   f = InFlight{};  // frees this micro-batch's activations
 }
 
@@ -139,6 +141,7 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   times_ = &times;
   step_ = step;
   loss_sum_ = 0.0;
+  compute_cpu_s_ = 0.0;
   last_micro_batches_ = M;
   inflight_.assign(size_t(M), InFlight{});
   if (unit_) unit_->wait_gather(times);  // fsdp2: the stage's full parameters for this step
@@ -148,7 +151,8 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   else
     run_1f1b(M);
   wait_sends();
-  record_step(times.forward_s - forward0, times.backward_s - backward0, now_s() - t0);
+  record_step(times.forward_s - forward0, times.backward_s - backward0, now_s() - t0,
+              compute_cpu_s_);
   reduce_grads(times);
   inflight_.clear();
   micro_batches_ = nullptr;

@@ -78,6 +78,7 @@ int run_write(int argc, char** argv) {
   pipe.stage_first_layer = {0, 4};
   pipe.stage_cost = {1.5, 2.5};
   pipe.stage_cost_measured_s = {0.01, 0.02};
+  pipe.stage_cpu_measured_s = {0.009, 0.015};
   pipe.bubble_fraction = 0.3;
   pipe.bubble_fraction_theory = 0.2;
   pipe.schedule = "1f1b";

@@ -117,6 +117,7 @@ int check_file(const std::string& path, int world, int64_t steps, int complete) 
     EXPECT((pipe->stage_first_layer == std::vector<int64_t>{0, 4}));
     EXPECT((pipe->stage_cost == std::vector<double>{1.5, 2.5}));
     EXPECT((pipe->stage_cost_measured_s == std::vector<double>{0.01, 0.02}));
+    EXPECT((pipe->stage_cpu_measured_s == std::vector<double>{0.009, 0.015}));
     EXPECT(pipe->bubble_fraction == 0.3 && pipe->bubble_fraction_theory == 0.2);
     EXPECT(pipe->schedule == "1f1b" && pipe->split == "balanced" && pipe->micro_batches == 4);
   }
