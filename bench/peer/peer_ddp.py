@@ -104,6 +104,9 @@ def worker(rank, args, port):
                "params_total": cfg["params_total"], "params_trainable": cfg["params_trainable"]}
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
+    # Both ranks leave together: a rank destroying the gloo group while its peer still uses it
+    # was seen to hang the peer at exit (2026-11-22).
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -57,7 +57,7 @@ t0=$SECONDS
 run_peer() {  # $1: output suffix ("" or ".rK"), $2: steps (default $STEPS)
   echo "[bench-train] PyTorch DDP peer on 2 processes"
   "$PYTHON" "$SRC/bench/peer/cpu_time.py" "$OUT/peer_ddp$1.cpu.json" -- \
-    "$PYTHON" "$SRC/bench/peer/peer_ddp.py" --export-dir "$OUT/export" --out "$OUT/peer_ddp$1.json" \
+    timeout "${HLP_BENCH_PEER_TIMEOUT:-900}" "$PYTHON" "$SRC/bench/peer/peer_ddp.py" --export-dir "$OUT/export" --out "$OUT/peer_ddp$1.json" \
     --steps "${2:-$STEPS}" --world 2 --threads 1 --micro-batch "$MICRO" --lr 1e-3 --warmup-steps 2 \
     --min-lr-ratio 0.1 --weight-decay 0 --grad-clip 1 > "$OUT/peer_ddp$1.log" 2>&1 \
     || { echo "error: the PyTorch peer failed; see $OUT/peer_ddp$1.log" >&2; tail -5 "$OUT/peer_ddp$1.log" >&2; exit 1; }
