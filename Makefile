@@ -66,6 +66,7 @@ bench: deps
 	$(BUILD_DIR)/bin/hlp-bench-data
 	$(BUILD_DIR)/bin/hlp-bench-model
 	bench/train/run_strategies.sh $(BUILD_DIR) $(BUILD_DIR)/bench-train
+	bench/train/run_pipeline.sh $(BUILD_DIR) $(BUILD_DIR)/bench-pipeline 2 4
 
 clean:
 	rm -rf $(BUILD_DIR)
