@@ -11,12 +11,13 @@
 
 namespace hlp::parallel {
 
-double StageSplit::max_over_mean_cost() const {
-  if (stage_cost.empty()) return 1.0;
-  const double sum = std::accumulate(stage_cost.begin(), stage_cost.end(), 0.0);
-  const double mean = sum / double(stage_cost.size());
-  return mean > 0 ? *std::max_element(stage_cost.begin(), stage_cost.end()) / mean : 1.0;
+double max_over_mean(const std::vector<double>& values) {
+  if (values.empty()) return 1.0;
+  const double mean = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
+  return mean > 0 ? *std::max_element(values.begin(), values.end()) / mean : 1.0;
 }
+
+double StageSplit::max_over_mean_cost() const { return max_over_mean(stage_cost); }
 
 std::vector<double> stage_sums(const std::vector<double>& w, const std::vector<int64_t>& first) {
   const int64_t L = int64_t(w.size()) - 2;

@@ -30,8 +30,11 @@ struct StageSplit {
   std::vector<int64_t> first_block;   // [p]: first block (0-based) of each stage
   std::vector<int64_t> end_block;     // [p]: one past the last block of each stage
   std::vector<double> stage_cost;     // [p]: modelled cost (layer_costs units) of each stage
-  double max_over_mean_cost() const;  // 1.0 = perfectly balanced
+  double max_over_mean_cost() const;  // max_over_mean(stage_cost)
 };
+
+// Largest value over the mean (1.0 = perfectly balanced; 1.0 for empty or all-zero input).
+double max_over_mean(const std::vector<double>& values);
 
 // Sums per-layer weights [L+2] (layer index convention) over each stage of `first_block`.
 std::vector<double> stage_sums(const std::vector<double>& layer_weights,

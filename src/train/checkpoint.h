@@ -17,7 +17,7 @@ namespace hlp::train {
 struct CheckpointMeta {
   int64_t next_step = 0;          // the step a resumed run starts with
   std::string strategy;
-  std::string mesh;               // "dp<D> pp<P> tp<T>": a resume needs the same mesh
+  std::string mesh;               // Mesh::shape_string(): a resume needs the same mesh
   std::string pp_split;           // first layer of each stage ("0,5"); "" without pipeline.
                                   // A resume reuses it, so a measured (profiled) split that
                                   // would come out differently cannot reshuffle the slots.

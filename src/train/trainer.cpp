@@ -82,9 +82,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   const data::DataOptions data_options = data_options_for(c);
   install_stop_signal_handlers();
   std::optional<CheckpointMeta> resume;
-  const auto& shape = mesh->shape();
-  const std::string mesh_name = "dp" + std::to_string(shape.dp) + " pp" + std::to_string(shape.pp) +
-                                " tp" + std::to_string(shape.tp);
+  const std::string mesh_name = mesh->shape_string();  // "dp 1 x pp 2 x tp 1"
   if (c.resume) resume = find_checkpoint(c.checkpoint_dir, world->rank(), c.strategy, mesh_name);
   auto loader = resume ? std::make_unique<data::Loader>(data_options, dp_rank, dp,
                                                         data::Cursor::parse(resume->data_cursor))
@@ -132,7 +130,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
 
   std::string pp_split;  // the split actually used, as an explicit list, for the checkpoint
   auto* pipeline = dynamic_cast<parallel::PipelineStrategy*>(strategy.get());
-  if (pipeline && shape.pp > 1) {
+  if (pipeline && mesh->shape().pp > 1) {
     for (int64_t first : pipeline->split().first_block)
       pp_split += (pp_split.empty() ? "" : ",") + std::to_string(first);
   }

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+from checks import expect, finish
+
 ap = argparse.ArgumentParser()
 ap.add_argument("analyze")
 ap.add_argument("input")
@@ -20,14 +22,6 @@ ap.add_argument("--figures", default="")
 ap.add_argument("--skipped", default="")
 ap.add_argument("--trace", default="")
 args = ap.parse_args()
-failures = 0
-
-
-def expect(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 shutil.rmtree(args.outdir, ignore_errors=True)
@@ -88,5 +82,4 @@ if args.trace:
     expect(any(e.get("ph") == "X" for e in events), "trace has complete events")
     expect({e.get("pid") for e in events if e.get("ph") == "X"} == {0, 1}, "trace: one pid per rank (2)")
 
-print(f"check_report: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+finish("check_report")

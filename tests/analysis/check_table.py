@@ -12,15 +12,9 @@ import sys
 
 import h5py
 
+from checks import expect, finish
+
 ANALYZE, KNOWN, SCRATCH = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = 0
-
-
-def expect(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def run(*args):
@@ -217,5 +211,4 @@ expect(code == 1 and "unknown command" in err, f"unknown command: {code} {err}")
 code, out, err = run("--help")
 expect(code == 0 and "table" in out and "report" in out and "trace" in out, "--help")
 
-print(f"check_table: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+finish("check_table")

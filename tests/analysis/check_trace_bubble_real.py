@@ -18,15 +18,9 @@ import shutil
 import subprocess
 import sys
 
+from checks import expect, finish
+
 MPIEXEC, TRAIN, ANALYZE, OUT = sys.argv[1:5]
-failures = 0
-
-
-def expect(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 shutil.rmtree(OUT, ignore_errors=True)
@@ -68,5 +62,4 @@ expect(val(4, "bubble_fraction_trace") < val(1, "bubble_fraction_trace"),
        f"more micro-batches, smaller bubble: m=4 {val(4, 'bubble_fraction_trace')} < "
        f"m=1 {val(1, 'bubble_fraction_trace')}")
 
-print(f"check_trace_bubble_real: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+finish("check_trace_bubble_real")

@@ -216,11 +216,6 @@ TEST_CASE("pipeline benchmark: bubble vs theory, uniform vs balanced", "[.][benc
     std::sort(step_s.begin() + 1, step_s.end());
     const double t = step_s[1 + (step_s.size() - 1) / 2];  // median after the first step
     const auto& p = *o.pipeline;
-    auto max_over_mean = [](const std::vector<double>& v) {
-      double mx = 0, sum = 0;
-      for (double x : v) mx = std::max(mx, x), sum += x;
-      return sum > 0 ? mx / (sum / double(v.size())) : 0.0;
-    };
     if (root) {
       std::string firsts;
       for (auto f : p.stage_first_layer) firsts += std::to_string(f) + " ";
@@ -229,8 +224,9 @@ TEST_CASE("pipeline benchmark: bubble vs theory, uniform vs balanced", "[.][benc
                   n, sched, split.c_str(), m, firsts.c_str(), m * 128 / t,
                   (o.held.param_bytes + o.held.grad_bytes + o.optimizer_bytes) / 1048576.0,
                   p.bubble_fraction, p.bubble_fraction_theory,
-                  max_over_mean(p.stage_cost_measured_s), max_over_mean(p.stage_cpu_measured_s),
-                  max_over_mean(p.stage_cost));
+                  parallel::max_over_mean(p.stage_cost_measured_s),
+                  parallel::max_over_mean(p.stage_cpu_measured_s),
+                  parallel::max_over_mean(p.stage_cost));
       std::fflush(stdout);
     }
   };
