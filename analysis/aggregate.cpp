@@ -103,12 +103,13 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     ConfigRow row;
     row.config = members.front()->config;
     std::map<std::string, std::vector<double>> pool;
-    std::vector<double> comm_fraction, bubbles, bubbles_trace, bubble_theory, last_losses;
+    std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
     double peak = kNaN;
     for (const RunData* r : members) {
       ++row.runs;
       if (!r->complete) ++row.incomplete_runs;
+      if (r->oversubscribed) ++row.oversubscribed_runs;
       row.paths.push_back(r->path);
       const size_t steps = r->step_numbers.size();
       const size_t first = first_used_step(steps, warmup_steps);
@@ -120,6 +121,10 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
       if (st != r->per_step.end() && ce != r->per_step.end())
         for (size_t s = first; s < steps; ++s)
           if (st->second[s] > 0.0) comm_fraction.push_back(ce->second[s] / st->second[s]);
+      auto pw = r->per_step.find(schema::kPipelineWait);
+      if (st != r->per_step.end() && pw != r->per_step.end())
+        for (size_t s = first; s < steps; ++s)
+          if (st->second[s] > 0.0) wait_fraction.push_back(pw->second[s] / st->second[s]);
       auto pk = r->per_step.find(schema::kPeakBytes);
       if (pk != r->per_step.end())
         for (size_t s = first; s < steps; ++s)
@@ -142,6 +147,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;
     row.comm_exposed_fraction = median_of(comm_fraction);
+    row.pipeline_wait_fraction = median_of(wait_fraction);
     row.bubble_fraction = median_of(bubbles);
     row.bubble_fraction_theory = median_of(bubble_theory);
     row.bubble_fraction_trace = median_of(bubbles_trace);

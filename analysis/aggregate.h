@@ -31,10 +31,12 @@ struct ConfigRow {
   std::map<std::string, std::string> config;  // config_columns()
   int64_t runs = 0;             // files combined
   int64_t incomplete_runs = 0;  // of which complete = 0 (only with --include-incomplete)
+  int64_t oversubscribed_runs = 0;  // of which ran with more compute threads than cores
   int64_t steps_used = 0;       // pooled steps after warm-up
   std::map<std::string, Stat> stats;  // metric -> stat over the pooled post-warm-up steps
   double peak_bytes_max = 0.0;
   double comm_exposed_fraction = 0.0;  // NaN when absent
+  double pipeline_wait_fraction = 0.0; // median of pipeline_wait_s / step_time_s; NaN when absent
   double bubble_fraction = 0.0;        // NaN when no /pipeline (the strategy's own timers)
   double bubble_fraction_trace = 0.0;  // NaN when no pipeline run of the row has a trace
   double bubble_fraction_theory = 0.0; // NaN when no /pipeline

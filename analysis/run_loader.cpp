@@ -87,7 +87,8 @@ const std::vector<std::string>& analysed_metrics() {
       schema::kOptimizer,    schema::kCommExposed,   schema::kCommBytes,
       schema::kPeakBytes,    schema::kParamBytes,    schema::kGradBytes,
       schema::kOptimizerBytes, schema::kActivationBytes, schema::kMfuModel,
-      schema::kMfuExecuted};
+      schema::kMfuExecuted,  schema::kPipelineWait,  schema::kOther,
+      schema::kCpuUtil};
   return m;
 }
 
@@ -132,6 +133,8 @@ RunData load_one(const std::string& path) {
   RunData run;
   run.path = path;
   run.complete = reader.complete();
+  run.oversubscribed = reader.has_attr(schema::kAttrOversubscribed) &&
+                       reader.attr_int(schema::kAttrOversubscribed) != 0;
   const auto ini = parse_ini(reader.has_attr(schema::kAttrConfig)
                                  ? reader.attr_string(schema::kAttrConfig)
                                  : std::string());
@@ -163,9 +166,11 @@ RunData load_one(const std::string& path) {
                                         (mesh[0] * run.config_int("micro_batch")));
   if (pipeline && pipeline->micro_batches > 0)
     c["micro_batches"] = std::to_string(pipeline->micro_batches);
-  // Split and schedule mean something only for a pipeline: "-" otherwise, so that runs that
-  // differ only in an unused default are one configuration.
-  if (mesh[1] > 1 || pipeline) {
+  // Split and schedule mean something only for a pipeline (pp > 1; a tp-only run also writes
+  // /pipeline): "-" otherwise, so that runs that differ only in an unused default are one
+  // configuration, and the table leaves the columns out.
+  const bool is_pipeline = mesh[1] > 1;
+  if (is_pipeline) {
     c["pp_split"] = pipeline && !pipeline->split.empty() ? pipeline->split : ini_value(ini, "pp-split");
     c["pp_schedule"] =
         pipeline && !pipeline->schedule.empty() ? pipeline->schedule : ini_value(ini, "pp-schedule");
@@ -176,7 +181,7 @@ RunData load_one(const std::string& path) {
   c["precision"] = ini_value(ini, "precision");
   c["act_ckpt"] = ini_value(ini, "activation-checkpointing");
   c["gdn_mode"] = ini_value(ini, "gdn-mode");
-  if (pipeline) {
+  if (pipeline && is_pipeline) {
     run.bubble_fraction = pipeline->bubble_fraction;
     run.bubble_fraction_theory = pipeline->bubble_fraction_theory;
   }
@@ -203,7 +208,7 @@ RunData load_one(const std::string& path) {
   }
   if (run.step_numbers.empty())
     throw user_error("'", path, "' holds no steps (the job ended before its first flush)");
-  if (pipeline) {  // the trace is read only here: other runs stay cheap to load
+  if (pipeline && is_pipeline) {  // the trace is read only here: other runs stay cheap to load
     std::vector<std::vector<metrics::TraceEvent>> events(static_cast<size_t>(reader.world_size()));
     for (int r = 0; r < reader.world_size(); ++r) events[static_cast<size_t>(r)] = reader.trace(r);
     try {

@@ -27,6 +27,9 @@ inline const std::vector<std::string>& config_columns() {
 struct RunData {
   std::string path;
   bool complete = false;
+  // The ranks of some node asked for more compute threads than it has cores (root attribute
+  // oversubscribed): its times are inflated and noisy.
+  bool oversubscribed = false;
   std::map<std::string, std::string> config;  // config_columns() -> value ("-" if n/a, "?" unknown)
   // metric -> [steps] in file order, each value reduced over ranks (see reduce_over_ranks()).
   std::map<std::string, std::vector<double>> per_step;

@@ -46,6 +46,10 @@ const std::vector<MetricColumn>& metric_columns() {
                           schema::kOptimizer, schema::kCommExposed})
       median(m);
     c.push_back({"comm_exposed_fraction", [](const ConfigRow& r) { return r.comm_exposed_fraction; }});
+    median(schema::kPipelineWait);
+    c.push_back({"pipeline_wait_fraction", [](const ConfigRow& r) { return r.pipeline_wait_fraction; }});
+    median(schema::kOther);
+    median(schema::kCpuUtil);
     median(schema::kCommBytes);
     median(schema::kMfuModel);
     median(schema::kMfuExecuted);
@@ -53,6 +57,7 @@ const std::vector<MetricColumn>& metric_columns() {
     c.push_back({"bubble_fraction_trace", [](const ConfigRow& r) { return r.bubble_fraction_trace; }});
     c.push_back({"bubble_fraction_theory", [](const ConfigRow& r) { return r.bubble_fraction_theory; }});
     c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
+    c.push_back({"oversubscribed_runs", [](const ConfigRow& r) { return double(r.oversubscribed_runs); }});
     return c;
   }();
   return cols;
@@ -109,11 +114,16 @@ void write_csv(std::ostream& out, const std::vector<ConfigRow>& rows) {
 }
 
 void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64_t warmup_steps) {
-  // Configuration columns equal in every row go to one line above the table.
+  // Columns that do not apply to any row ("-": pp_split without a pipeline) are left out;
+  // configuration columns equal in every row go to one line above the table.
   std::vector<std::string> varying, common;
   for (const auto& c : config_columns()) {
-    bool same = true;
-    for (const auto& r : rows) same = same && r.value(c) == rows.front().value(c);
+    bool same = true, applies = false;
+    for (const auto& r : rows) {
+      same = same && r.value(c) == rows.front().value(c);
+      applies = applies || r.value(c) != "-";
+    }
+    if (!applies) continue;
     (same && rows.size() > 1 ? common : varying).push_back(c);
   }
   if (!common.empty()) {
@@ -122,48 +132,83 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
       out << (i ? ", " : " ") << common[i] << " = " << rows.front().value(common[i]);
     out << "\n\n";
   }
+  bool any_pipeline = false, any_oversubscribed = false;
+  for (const auto& r : rows) {
+    any_pipeline = any_pipeline || r.config_int("pp") > 1;
+    any_oversubscribed = any_oversubscribed || r.oversubscribed_runs > 0;
+  }
   out << "Medians over the steps after the first " << warmup_steps
       << " of each run, reruns pooled; [min–max] over those steps. tok/s is global; "
-         "tok/s/dev = global / world size; peak = max over ranks and steps.\n\n";
-  const std::vector<std::string> metric_headers = {
-      "runs", "steps", "step time ms [min–max]", "tok/s [min–max]", "tok/s/dev", "peak MiB",
-      "params MiB", "grads MiB", "optim MiB", "activ. MiB", "exposed comm %", "MFU model %",
-      "MFU exec %", "bubble (in-process) %", "bubble (trace) %", "bubble theory %", "final loss"};
+         "tok/s/dev = global / world size; peak = max over ranks and steps; exposed comm = "
+         "time blocked in collectives"
+      << (any_pipeline ? ", pipeline wait = time a stage waits for its neighbour" : "")
+      << "; cpu = CPU cores busy per rank (process CPU s / wall s).\n\n";
+
+  constexpr double kMiB = 1024.0 * 1024.0;
+  using Cell = std::function<std::string(const ConfigRow&)>;
+  std::vector<std::pair<std::string, Cell>> cols;
+  cols.push_back({"runs", [](const ConfigRow& r) {
+                    std::string s = std::to_string(r.runs);
+                    if (r.incomplete_runs) s += " (" + std::to_string(r.incomplete_runs) + " incomplete)";
+                    if (r.oversubscribed_runs) s += " ⚠";
+                    return s;
+                  }});
+  cols.push_back({"steps", [](const ConfigRow& r) { return std::to_string(r.steps_used); }});
+  cols.push_back({"step time ms [min–max]", [](const ConfigRow& r) {
+                    const auto st = r.stats.count(schema::kStepTime) ? r.stats.at(schema::kStepTime) : Stat{};
+                    return st.n ? fmt("%.1f", st.median * 1e3) + " [" + fmt("%.1f", st.min * 1e3) +
+                                      "–" + fmt("%.1f", st.max * 1e3) + "]"
+                                : "";
+                  }});
+  cols.push_back({"tok/s [min–max]", [](const ConfigRow& r) {
+                    const auto tp = r.stats.count(schema::kTokensPerS) ? r.stats.at(schema::kTokensPerS) : Stat{};
+                    return tp.n ? fmt("%.0f", tp.median) + " [" + fmt("%.0f", tp.min) + "–" +
+                                      fmt("%.0f", tp.max) + "]"
+                                : "";
+                  }});
+  cols.push_back({"tok/s/dev", [](const ConfigRow& r) {
+                    const auto tp = r.stats.count(schema::kTokensPerS) ? r.stats.at(schema::kTokensPerS) : Stat{};
+                    return tp.n ? fmt("%.0f", tp.median / double(r.world_size())) : "";
+                  }});
+  cols.push_back({"peak MiB", [=](const ConfigRow& r) { return fmt("%.2f", r.peak_bytes_max / kMiB); }});
+  for (auto [header, metric] : {std::pair{"params MiB", schema::kParamBytes},
+                                {"grads MiB", schema::kGradBytes},
+                                {"optim MiB", schema::kOptimizerBytes},
+                                {"activ. MiB", schema::kActivationBytes}}) {
+    const std::string m = metric;
+    cols.push_back({header, [=](const ConfigRow& r) { return fmt("%.2f", r.median(m) / kMiB); }});
+  }
+  cols.push_back({"exposed comm %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.comm_exposed_fraction); }});
+  if (any_pipeline)
+    cols.push_back({"pipeline wait %", [](const ConfigRow& r) {
+                      return r.config_int("pp") > 1 ? fmt("%.1f", 100.0 * r.pipeline_wait_fraction) : "";
+                    }});
+  cols.push_back({"cpu", [](const ConfigRow& r) { return fmt("%.2f", r.median(schema::kCpuUtil)); }});
+  cols.push_back({"MFU model %", [](const ConfigRow& r) { return fmt("%.2f", 100.0 * r.median(schema::kMfuModel)); }});
+  cols.push_back({"MFU exec %", [](const ConfigRow& r) { return fmt("%.2f", 100.0 * r.median(schema::kMfuExecuted)); }});
+  if (any_pipeline) {
+    cols.push_back({"bubble (in-process) %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction); }});
+    cols.push_back({"bubble (trace) %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_trace); }});
+    cols.push_back({"bubble theory %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_theory); }});
+  }
+  cols.push_back({"final loss", [](const ConfigRow& r) { return fmt("%.4f", r.final_loss); }});
+
   out << "|";
   for (const auto& c : varying) out << " " << c << " |";
-  for (const auto& h : metric_headers) out << " " << h << " |";
+  for (const auto& c : cols) out << " " << c.first << " |";
   out << "\n|";
   for (size_t i = 0; i < varying.size(); ++i) out << "---|";
-  for (size_t i = 0; i < metric_headers.size(); ++i) out << "---:|";
+  for (size_t i = 0; i < cols.size(); ++i) out << "---:|";
   out << "\n";
-  constexpr double kMiB = 1024.0 * 1024.0;
   for (const auto& r : rows) {
     out << "|";
-    for (const auto& c : varying) out << " " << r.value(c) << " |";
-    auto cell = [&](const std::string& s) { out << " " << md_or_dash(s) << " |"; };
-    cell(std::to_string(r.runs) + (r.incomplete_runs ? " (" + std::to_string(r.incomplete_runs) + " incomplete)" : ""));
-    cell(std::to_string(r.steps_used));
-    const auto st = r.stats.count(schema::kStepTime) ? r.stats.at(schema::kStepTime) : Stat{};
-    cell(st.n ? fmt("%.1f", st.median * 1e3) + " [" + fmt("%.1f", st.min * 1e3) + "–" +
-                    fmt("%.1f", st.max * 1e3) + "]"
-              : "");
-    const auto tp = r.stats.count(schema::kTokensPerS) ? r.stats.at(schema::kTokensPerS) : Stat{};
-    cell(tp.n ? fmt("%.0f", tp.median) + " [" + fmt("%.0f", tp.min) + "–" + fmt("%.0f", tp.max) + "]"
-              : "");
-    cell(tp.n ? fmt("%.0f", tp.median / double(r.world_size())) : "");
-    cell(fmt("%.2f", r.peak_bytes_max / kMiB));
-    for (const char* m : {schema::kParamBytes, schema::kGradBytes, schema::kOptimizerBytes,
-                          schema::kActivationBytes})
-      cell(fmt("%.2f", r.median(m) / kMiB));
-    cell(fmt("%.1f", 100.0 * r.comm_exposed_fraction));
-    cell(fmt("%.2f", 100.0 * r.median(schema::kMfuModel)));
-    cell(fmt("%.2f", 100.0 * r.median(schema::kMfuExecuted)));
-    cell(fmt("%.1f", 100.0 * r.bubble_fraction));
-    cell(fmt("%.1f", 100.0 * r.bubble_fraction_trace));
-    cell(fmt("%.1f", 100.0 * r.bubble_fraction_theory));
-    cell(fmt("%.4f", r.final_loss));
+    for (const auto& c : varying) out << " " << md_or_dash(r.value(c) == "-" ? "" : r.value(c)) << " |";
+    for (const auto& c : cols) out << " " << md_or_dash(c.second(r)) << " |";
     out << "\n";
   }
+  if (any_oversubscribed)
+    out << "\n⚠ oversubscribed: the ranks of a node asked for more compute threads than it has "
+           "cores (root attribute oversubscribed = 1); those times are inflated and noisy.\n";
 }
 
 }  // namespace hlp::analysis

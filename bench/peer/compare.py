@@ -37,6 +37,9 @@ def read_h5(path):
         steps = f["steps"]
         m = {k: np.asarray(steps[k]) for k in steps.keys() if k != "step"}
         world = int(f.attrs.get("world_size", m["step_time_s"].shape[0]))
+        # the pools every rank was bounded to (hlp-train --threads): LibTorch / OpenBLAS
+        m["threads"] = "%s/%s" % (int(f.attrs.get("threads_intra_op", -1)),
+                                  int(f.attrs.get("blas_threads", -1)))
     return world, m
 
 
@@ -98,7 +101,7 @@ def hlp_row(name, paths):
         first = first or m
     tps, best = throughput(tokens_per_step, pooled)
     return {
-        "name": "hlp " + name, "world": world, "runs": len(paths), "steps_used": len(pooled),
+        "name": "hlp " + name, "world": world, "threads": first["threads"], "runs": len(paths), "steps_used": len(pooled),
         "tokens_per_s": tps, "tokens_per_s_per_device": tps / world, "best_step_tokens_per_s": best,
         "hlp_reported_tokens_per_s": float(np.median(first["tokens_per_s"][:, WARMUP:])),
         "step_time_s": float(np.median(pooled)), "step_times_s": pooled,
@@ -121,6 +124,7 @@ def peer_row(paths):
         first = first or p
     tps, best = throughput(first["tokens_per_step"], pooled)
     return {"name": "pytorch ddp", "world": first["world"], "runs": len(paths),
+            "threads": "%s/%s" % (first.get("threads", "?"), first.get("blas_threads", "?")),
             "steps_used": len(pooled), "tokens_per_s": tps,
             "tokens_per_s_per_device": tps / first["world"], "best_step_tokens_per_s": best,
             "step_time_s": float(np.median(pooled)), "step_times_s": pooled,
@@ -151,13 +155,13 @@ def main():
     peer = peer_row(peer_paths) if peer_paths else None
 
     print("\n## Strategies (medians after %d warm-up step; bytes: max over ranks, MiB)\n" % WARMUP)
-    print("| run | ranks | steps used | median step s | tokens/s global | tokens/s per device "
+    print("| run | ranks | threads per rank (torch/BLAS) | steps used | median step s | tokens/s global | tokens/s per device "
           "| best-step tokens/s | peak MiB | param MiB | grad MiB | optim MiB | exposed comm "
           "| CPU s/step |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows + ([peer] if peer else []):
-        print("| %s | %d | %d | %.3f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s |" % (
-            r["name"], r["world"], r["steps_used"], r["step_time_s"], r["tokens_per_s"],
+        print("| %s | %d | %s | %d | %.3f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s |" % (
+            r["name"], r["world"], r["threads"], r["steps_used"], r["step_time_s"], r["tokens_per_s"],
             r["tokens_per_s_per_device"], r["best_step_tokens_per_s"], mib(r.get("peak_bytes")), mib(r.get("param_bytes")),
             mib(r.get("grad_bytes")), mib(r.get("optimizer_bytes")),
             "%.1f %%" % (100 * r["comm_exposed_fraction"]) if "comm_exposed_fraction" in r else "-",

@@ -18,6 +18,7 @@ Step time = batch slicing + forward/backward + clip + optimizer, as hlp-train's 
 Writes JSON: {"losses": [...], "step_time_s": [[per rank] per step], "tokens_per_step": G*T, ...}
 """
 import argparse
+import ctypes
 import datetime
 import json
 import math
@@ -25,7 +26,22 @@ import os
 import sys
 import time
 
-import torch
+
+def _threads_from_argv(default=1):
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return default
+
+
+# torch.set_num_threads() does not reach OpenBLAS's own pthread pool (sized to the machine):
+# bound it, like hlp-train --threads does, before the library loads (spawned ranks inherit it).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(_threads_from_argv())
+
+import torch  # noqa: E402
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -43,8 +59,21 @@ def lr_at(step, peak, warmup, total, min_ratio):
     return peak * (min_ratio + (1.0 - min_ratio) * cosine)
 
 
+def blas_threads():
+    """The pool size of the OpenBLAS this process loaded (-1 if none is loaded)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "openblas" in line and "/" in line}
+    for path in sorted(paths):
+        try:
+            return int(ctypes.CDLL(path).openblas_get_num_threads())
+        except (OSError, AttributeError):
+            continue
+    return -1
+
+
 def worker(rank, args, port):
     torch.set_num_threads(args.threads)
+    torch.ones(64, 64) @ torch.ones(64, 64)  # loads the BLAS, so blas_threads() sees it
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=args.world,
@@ -99,7 +128,8 @@ def worker(rank, args, port):
                   % (step, losses[-1], max(times[-1]), G * T / max(times[-1])), flush=True)
     if rank == 0:
         out = {"losses": losses, "step_time_s": times, "tokens_per_step": G * T,
-               "world": args.world, "threads": args.threads, "micro_batch": args.micro_batch,
+               "world": args.world, "threads": args.threads, "blas_threads": blas_threads(),
+               "micro_batch": args.micro_batch,
                "micro_batches": M, "torch": torch.__version__,
                "params_total": cfg["params_total"], "params_trainable": cfg["params_trainable"]}
         with open(args.out, "w") as f:

@@ -137,7 +137,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "precision", &C::precision,
         "fp32 | bf16 (bf16 compute, fp32 master weights, fp32 gradient reduction and Adam state)");
   t.add(run, "seed", &C::seed, "seed for weights, LoRA init, data order and dropout");
-  t.add(run, "threads", &C::threads, "intra-op (LibTorch) threads per rank");
+  t.add(run, "threads", &C::threads,
+        "compute threads per rank; bounds every pool: LibTorch intra-/inter-op, OpenMP and the "
+        "BLAS library's own pool (OpenBLAS). 0 = auto: SLURM_CPUS_PER_TASK, else the affinity "
+        "mask, else the node's cores / ranks on the node");
   t.add(run, "eval-every", &C::eval_every, "evaluation loss every K steps; 0 = off");
   t.add(run, "out", &C::out, "result file (HDF5) to write; empty = none");
   t.add(run, "flush-every", &C::flush_every, "flush the result file every K steps");
@@ -181,7 +184,7 @@ void validate(const train::TrainConfig& c) {
   require_positive("micro-batch", c.micro_batch);
   require_positive("global-batch", c.global_batch);
   require_positive("steps", c.steps);
-  require_positive("threads", c.threads);
+  if (c.threads < 0) throw user_error("--threads must be >= 0 (0 = auto; got ", c.threads, ")");
   require_positive("loader-threads", c.loader_threads);
   require_positive("queue-depth", c.queue_depth);
   require_positive("flush-every", c.flush_every);

@@ -16,18 +16,61 @@
 #include "metrics/torch_info.h"
 #include "model/accounting.h"
 #include "train/checkpoint.h"
+#include "train/thread_pools.h"
 #include "train/trainer.h"
 
 namespace hlp::cli {
 
+namespace {
+
+// How this node's ranks share its cores: resolves --threads 0 (auto) and sees whether the
+// ranks of some node together ask for more compute threads than it has cores. Collective.
+struct NodeLoad {
+  int threads = 1;              // this rank's compute threads
+  int64_t node_ranks = 1;       // most ranks on one node
+  int64_t node_threads = 1;     // most compute threads asked for on one node
+  bool oversubscribed = false;  // on some node
+};
+
+NodeLoad node_load(MPI_Comm world, int requested_threads) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  NodeLoad load;
+  load.threads = requested_threads > 0 ? requested_threads : train::default_threads(local_ranks);
+  int64_t local[3] = {local_ranks, load.threads, 0}, node_sum[3] = {0, 0, 0};
+  MPI_Allreduce(&local[1], &node_sum[1], 1, MPI_INT64_T, MPI_SUM, node);
+  local[1] = node_sum[1];
+  local[2] = node_sum[1] > train::node_cores() ? 1 : 0;
+  int64_t job_max[3] = {0, 0, 0};
+  MPI_Allreduce(local, job_max, 3, MPI_INT64_T, MPI_MAX, world);
+  MPI_Comm_free(&node);
+  load.node_ranks = job_max[0];
+  load.node_threads = job_max[1];
+  load.oversubscribed = job_max[2] != 0;
+  return load;
+}
+
+}  // namespace
+
 int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Communicator> world) {
-  const train::TrainConfig config = train::with_parallel_defaults(requested, world->size());
+  train::TrainConfig config = train::with_parallel_defaults(requested, world->size());
   namespace schema = metrics::schema;
   metrics::CpuAllocatorCounter::install();  // before the model exists, so every tensor counts
   const int rank = world->rank(), ranks = world->size();
 
   MPI_Comm io_comm;  // parallel HDF5 and clock alignment get their own communicator
   MPI_Comm_dup(MPI_COMM_WORLD, &io_comm);
+  // Bound every compute pool before the first matrix product (the peak-FLOP/s probe below).
+  const NodeLoad load = node_load(io_comm, config.threads);
+  config.threads = load.threads;  // the resolved value goes into the file's config
+  const train::ThreadPools pools = train::bound_thread_pools(config.threads);
+  if (rank == 0 && load.oversubscribed)
+    std::printf("[hlp-train] warning: %lld rank(s) on one node ask for %lld compute threads "
+                "but the node has %d cores; times will be inflated and noisy (lower --threads; "
+                "recorded as oversubscribed = 1)\n",
+                (long long)load.node_ranks, (long long)load.node_threads, train::node_cores());
   auto recorder = std::make_shared<metrics::Recorder>(rank);
   recorder->set_tracing(config.trace);
   recorder->align_clocks(io_comm);
@@ -43,6 +86,15 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   info.config_ini = to_ini(config);
   info.libtorch_version = metrics::libtorch_version();
   info.threads_per_rank = config.threads;
+  info.threads_intra_op = pools.intra_op;
+  info.threads_inter_op = pools.inter_op;
+  info.threads_openmp = pools.openmp;
+  info.blas_library = pools.blas;
+  info.blas_threads = pools.blas_threads;
+  info.node_cores = train::node_cores();
+  info.node_ranks = load.node_ranks;
+  info.node_threads_requested = load.node_threads;
+  info.oversubscribed = load.oversubscribed;
   info.peak_flops_per_device = peak.flops_per_s;
   info.peak_flops_source = peak.source;
   info.clock = recorder->clock();
@@ -89,6 +141,13 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     m[schema::kBackward] = r.phases.backward_s;
     m[schema::kOptimizer] = r.optimizer_s;
     m[schema::kCommExposed] = r.phases.comm_exposed_s;
+    m[schema::kPipelineWait] = r.phases.pipeline_wait_s;
+    m[schema::kOther] = r.other_s;
+    m[schema::kCpu] = r.cpu_s;
+    m[schema::kCpuUtil] = r.step_time_s > 0 ? r.cpu_s / r.step_time_s : 0.0;
+    m[schema::kComputeCpu] = r.compute_cpu_s;
+    m[schema::kLoaderCpu] = r.loader_cpu_s;
+    m[schema::kCommCpu] = r.comm_cpu_s;
     m[schema::kCommBytes] = double(recorder->take_comm_totals().bytes);
     m[schema::kLr] = r.lr;
     m["eval_loss"] = r.eval_loss;
@@ -113,11 +172,16 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       const double eta = elapsed / double(r.step + 1) * double(config.steps - r.step - 1);
       char eval[32] = "";
       if (!std::isnan(r.eval_loss)) std::snprintf(eval, sizeof(eval), "  eval %.4f", r.eval_loss);
+      char wait[40] = "";
+      if (r.phases.pipeline_wait_s > 0)
+        std::snprintf(wait, sizeof(wait), "  pipeline wait %.0f%%",
+                      100.0 * r.phases.pipeline_wait_s / std::max(1e-9, r.step_time_s));
       std::printf("[hlp-train] step %lld/%d  loss %.4f%s  %.0f tok/s  peak %.1f MiB  "
-                  "comm exposed %.0f%%  ETA %.0f s\n",
+                  "comm exposed %.0f%%%s  cpu %.2f cores  ETA %.0f s\n",
                   (long long)r.step + 1, config.steps, r.loss, eval, m[schema::kTokensPerS],
                   double(mem.peak_bytes) / (1 << 20),
-                  100.0 * r.phases.comm_exposed_s / std::max(1e-9, r.step_time_s), eta);
+                  100.0 * r.phases.comm_exposed_s / std::max(1e-9, r.step_time_s), wait,
+                  m[schema::kCpuUtil], eta);
       std::fflush(stdout);
     }
   };
@@ -125,9 +189,25 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   const auto outcome = train::train(config, world, hooks);
   if (writer && outcome.pipeline) writer->write_pipeline(*outcome.pipeline);  // same on all ranks
   int exit_code = 0;
-  if (outcome.stopped_by_signal) {
+  if (!outcome.non_finite.empty()) {
+    exit_code = train::kExitNonFinite;
+    if (writer) {  // readable, the steps before this one, complete = 0
+      writer->flush();
+      writer->set_stopped_reason("non-finite: " + outcome.non_finite);
+    }
+    if (rank == 0)
+      std::fprintf(stderr, "hlp-train: error: %s; stopped before the update on every rank "
+                   "(lower --lr or check the data); exit %d\n",
+                   outcome.non_finite.c_str(), exit_code);
+  } else if (outcome.stopped_by_signal) {
     exit_code = train::kExitCheckpointedOnSignal;
-    if (writer) writer->flush();  // readable, complete = 0
+    if (writer) {  // readable, complete = 0
+      writer->flush();
+      writer->set_stopped_reason("signal: SIGTERM/SIGUSR1, " +
+                                 std::string(config.checkpoint_dir.empty()
+                                                 ? "no checkpoint (no --checkpoint-dir)"
+                                                 : "checkpoint saved"));
+    }
     if (rank == 0)
       std::printf("[hlp-train] stopped by signal after step %zu%s; exit %d (requeue to resume)\n",
                   size_t(outcome.first_step + int64_t(outcome.losses.size())),

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/dtype.h"
+#include "common/clock.h"
 
 namespace hlp::comm {
 
@@ -37,11 +38,58 @@ int64_t tensor_bytes(const at::Tensor& tensor) {
 
 namespace {
 thread_local bool t_issuing_sync = false;
+thread_local bool t_waiting_sync = false;  // inside run_sync: it accounts the wait itself
+thread_local BlockedTotals t_blocked;
+std::atomic<int64_t> g_comm_thread_cpu_ns{0};
+
+bool is_point_to_point(OpKind kind) { return kind == OpKind::Send || kind == OpKind::Recv; }
+
+void note_blocked(OpKind kind, double start_s, double end_s, Observer* observer) {
+  const double seconds = end_s - start_s;
+  (is_point_to_point(kind) ? t_blocked.p2p_s : t_blocked.collective_s) += seconds;
+  ++t_blocked.waits;
+  if (observer) observer->on_comm_wait(WaitRecord{kind, start_s, end_s});
+}
 }  // namespace
+
+BlockedTotals this_thread_blocked() { return t_blocked; }
+
+double comm_threads_cpu_s() { return double(g_comm_thread_cpu_ns.load()) * 1e-9; }
+void add_comm_thread_cpu_s(double seconds) {
+  g_comm_thread_cpu_ns.fetch_add(int64_t(seconds * 1e9));
+}
+
+void Work::wait() {
+  if (t_waiting_sync) {  // run_sync times issue + wait as one interval
+    wait_until_done();
+    return;
+  }
+  const double t0 = now_s();
+  wait_until_done();
+  note_blocked(kind_, t0, now_s(), observer_.get());
+}
 
 bool Communicator::issuing_sync() { return t_issuing_sync; }
 Communicator::SyncScope::SyncScope() { t_issuing_sync = true; }
 Communicator::SyncScope::~SyncScope() { t_issuing_sync = false; }
+
+void Communicator::run_sync(OpKind kind, const std::function<WorkPtr()>& issue) {
+  const double t0 = now_s();
+  WorkPtr work;
+  {
+    SyncScope scope;
+    work = issue();
+  }
+  t_waiting_sync = true;
+  try {
+    work->wait();
+  } catch (...) {
+    t_waiting_sync = false;
+    throw;
+  }
+  t_waiting_sync = false;
+  note_blocked(kind, t0, now_s(), observer().get());
+}
 
 at::Tensor Communicator::all_gather(const at::Tensor& input) {
   std::vector<int64_t> sizes{size()};

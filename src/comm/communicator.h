@@ -30,6 +30,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -51,12 +52,23 @@ constexpr int kCommTimeoutExitCode = 124;  // as timeout(1); 75 means "checkpoin
 // Handle to one issued op.
 class Work {
  public:
+  Work(OpKind kind, std::shared_ptr<Observer> observer)
+      : kind_(kind), observer_(std::move(observer)) {}
   virtual ~Work() = default;
   // Blocks until the op completed; rethrows an error the op raised. Waits at most the comm
   // timeout, then aborts the job (see above). Safe to call more than once.
-  virtual void wait() = 0;
+  // The time the calling thread is blocked here is this library's one measure of exposed
+  // communication: it is added to the thread's BlockedTotals and reported to the observer.
+  void wait();
   // Non-blocking.
   virtual bool is_completed() = 0;
+
+ protected:
+  virtual void wait_until_done() = 0;
+
+ private:
+  const OpKind kind_;
+  const std::shared_ptr<Observer> observer_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -94,26 +106,26 @@ class Communicator {
 
   // ---- sync forms: async + wait ----
   void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
-    issue_sync([&] { return all_reduce_async(tensor, op); });
+    run_sync(OpKind::AllReduce, [&] { return all_reduce_async(tensor, op); });
   }
   void all_gather(const at::Tensor& input, const at::Tensor& output) {
-    issue_sync([&] { return all_gather_async(input, output); });
+    run_sync(OpKind::AllGather, [&] { return all_gather_async(input, output); });
   }
   void reduce_scatter(const at::Tensor& input, const at::Tensor& output,
                       ReduceOp op = ReduceOp::Sum) {
-    issue_sync([&] { return reduce_scatter_async(input, output, op); });
+    run_sync(OpKind::ReduceScatter, [&] { return reduce_scatter_async(input, output, op); });
   }
   void broadcast(const at::Tensor& tensor, int root) {
-    issue_sync([&] { return broadcast_async(tensor, root); });
+    run_sync(OpKind::Broadcast, [&] { return broadcast_async(tensor, root); });
   }
   void send(const at::Tensor& tensor, int dst, int tag = 0) {
-    issue_sync([&] { return send_async(tensor, dst, tag); });
+    run_sync(OpKind::Send, [&] { return send_async(tensor, dst, tag); });
   }
   void recv(const at::Tensor& tensor, int src, int tag = 0) {
-    issue_sync([&] { return recv_async(tensor, src, tag); });
+    run_sync(OpKind::Recv, [&] { return recv_async(tensor, src, tag); });
   }
   void barrier() {
-    issue_sync([&] { return barrier_async(); });
+    run_sync(OpKind::Barrier, [&] { return barrier_async(); });
   }
 
   // Allocating conveniences. all_gather: input [*S] -> [n, *S].
@@ -135,15 +147,9 @@ class Communicator {
   // True while a sync form issues its op (backends put it in OpRecord::async = false).
   static bool issuing_sync();
 
-  template <typename IssueFn>
-  static void issue_sync(IssueFn issue) {
-    WorkPtr work;
-    {
-      SyncScope scope;
-      work = issue();
-    }
-    work->wait();
-  }
+  // A sync form: issues the op (async form), waits, and accounts the whole interval as one
+  // blocked wait of `kind` (the MPI backend may run a sync collective inline in issue()).
+  void run_sync(OpKind kind, const std::function<WorkPtr()>& issue);
 
   // Argument checks shared by the backends; throw std::invalid_argument naming the problem.
   void check_all_gather_args(const at::Tensor& input, const at::Tensor& output) const;
@@ -159,6 +165,24 @@ class Communicator {
   mutable std::mutex observer_mutex_;
   std::shared_ptr<Observer> observer_;
 };
+
+// Seconds the calling thread has spent blocked waiting for communication (Work::wait() and the
+// sync forms) since it started, split by kind: collectives (all_reduce, all_gather,
+// reduce_scatter, broadcast, barrier) and point-to-point (send, recv). The trainer reads the
+// difference over a step: collectives are exposed communication, point-to-point waits are a
+// pipeline stage waiting for its neighbour (idle time, including the transfer itself).
+struct BlockedTotals {
+  double collective_s = 0.0;
+  double p2p_s = 0.0;
+  int64_t waits = 0;
+};
+BlockedTotals this_thread_blocked();
+
+// CPU seconds used so far by every communication thread of this process (MPI backend: one per
+// communicator; updated after each op, so an op still running is not counted yet).
+double comm_threads_cpu_s();
+// For backends: adds CPU seconds their communication threads used.
+void add_comm_thread_cpu_s(double seconds);
 
 // Bytes of a tensor's payload (numel * element size).
 int64_t tensor_bytes(const at::Tensor& tensor);

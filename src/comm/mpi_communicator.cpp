@@ -84,7 +84,12 @@ bool mpi_running() {
 void abort_all(const std::string& message, int code) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
-  if (mpi_running()) {
+  int world_size = 0;
+  if (mpi_running()) MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  // One process (a singleton run without mpiexec, or -n 1): no peer to stop. MPICH's
+  // MPI_Abort would call exit(), whose static destructors then free communicators inside the
+  // aborting library ("Assertion failed in comm_free.c", exit 1): leave at once instead.
+  if (world_size > 1) {
     // Give mpiexec's output forwarding a moment: MPI_Abort kills every process at once and
     // Hydra can drop the last line written just before it.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -171,7 +176,7 @@ void finalize() {
 WorkPtr MpiCommunicator::enqueue(OpKind kind, int64_t bytes, int peer,
                                  std::function<void()> run, bool reported) {
   if (shut_down_) throw std::logic_error("MPI communicator used after shutdown()/finalize()");
-  auto work = std::make_shared<ThreadWork>(kind, bytes, timeout_s());
+  auto work = std::make_shared<ThreadWork>(kind, bytes, timeout_s(), observer());
   MpiTask task;
   task.work = work;
   task.record = OpRecord{kind, bytes, 0.0, 0.0, size_, peer, /*async=*/!issuing_sync()};
@@ -186,7 +191,7 @@ WorkPtr MpiCommunicator::enqueue_p2p(OpKind kind, int64_t bytes, int peer,
                                      std::function<MPI_Request()> post,
                                      std::function<void(const MPI_Status&)> finish) {
   if (shut_down_) throw std::logic_error("MPI communicator used after shutdown()/finalize()");
-  auto work = std::make_shared<ThreadWork>(kind, bytes, timeout_s());
+  auto work = std::make_shared<ThreadWork>(kind, bytes, timeout_s(), observer());
   MpiTask task;
   task.work = work;
   task.record = OpRecord{kind, bytes, 0.0, 0.0, size_, peer, /*async=*/!issuing_sync()};

@@ -85,7 +85,11 @@ void MpiOpQueue::stop(double timeout_s) {
 void MpiOpQueue::loop() {
   // Staging copies on this thread must not be recorded by autograd.
   c10::GradMode::set_enabled(false);
+  double cpu_reported_s = thread_cpu_s();  // this thread's CPU time already added to the total
   for (;;) {
+    const double cpu_s = thread_cpu_s();
+    add_comm_thread_cpu_s(cpu_s - cpu_reported_s);
+    cpu_reported_s = cpu_s;
     MpiTask task;
     bool have_task = false;
     {

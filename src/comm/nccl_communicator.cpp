@@ -51,12 +51,16 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class EventWork : public Work {
  public:
   EventWork(OpRecord record, double timeout_s, cudaEvent_t done,
-            std::function<void()> finish, std::function<void(const OpRecord&)> report)
-      : record_(record), timeout_s_(timeout_s), done_(done), finish_(std::move(finish)),
+            std::function<void()> finish, std::function<void(const OpRecord&)> report,
+            std::shared_ptr<Observer> observer)
+      : Work(record.kind, std::move(observer)), record_(record), timeout_s_(timeout_s), done_(done), finish_(std::move(finish)),
         report_(std::move(report)) {}
   ~EventWork() override { cudaEventDestroy(done_); }
 
-  void wait() override {
+  bool is_completed() override { return event_done(); }
+
+ protected:
+  void wait_until_done() override {
     const double deadline_s = now_s() + timeout_s_;
     while (!event_done()) {
       if (now_s() > deadline_s) abort_on_timeout(record_.kind, record_.bytes, timeout_s_);
@@ -64,8 +68,6 @@ class EventWork : public Work {
     }
     settle();
   }
-
-  bool is_completed() override { return event_done(); }
 
  private:
   bool event_done() {
@@ -202,7 +204,7 @@ WorkPtr NcclCommunicator::issue(OpKind kind, int64_t bytes, int peer,
   enqueue();
   cudaEvent_t done = impl_->record_done();
   return std::make_shared<EventWork>(record, timeout_s(), done, std::move(finish),
-                                     [this](const OpRecord& r) { report(r); });
+                                     [this](const OpRecord& r) { report(r); }, observer());
 }
 
 WorkPtr NcclCommunicator::all_reduce_async(at::Tensor tensor, ReduceOp op) {

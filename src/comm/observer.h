@@ -21,12 +21,23 @@ struct OpRecord {
   bool async;           // issued through an *_async call
 };
 
+// One interval in which a thread was blocked waiting for an op: Work::wait() of an async op, or
+// the whole issue-and-wait of a sync form. Waits for ops that had already completed are
+// reported too (their interval is a few microseconds).
+struct WaitRecord {
+  OpKind kind;
+  double start_s;  // hlp::now_s() clock, like OpRecord
+  double end_s;
+};
+
 // Pluggable observer. Called on the thread that executed the op (possibly the comm thread):
 // implementations must be thread-safe and cheap.
 class Observer {
  public:
   virtual ~Observer() = default;
   virtual void on_comm_op(const OpRecord& record) = 0;
+  // Called on the blocked thread after each wait (see WaitRecord). Default: ignored.
+  virtual void on_comm_wait(const WaitRecord& record) {}
 };
 
 }  // namespace hlp::comm

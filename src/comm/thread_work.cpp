@@ -5,7 +5,7 @@
 
 namespace hlp::comm {
 
-void ThreadWork::wait() {
+void ThreadWork::wait_until_done() {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto limit = std::chrono::duration<double>(timeout_s_);
   if (!done_cv_.wait_for(lock, limit, [this] { return done_; })) {

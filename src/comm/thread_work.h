@@ -10,14 +10,16 @@ namespace hlp::comm {
 
 class ThreadWork : public Work {
  public:
-  ThreadWork(OpKind kind, int64_t bytes, double timeout_s)
-      : kind_(kind), bytes_(bytes), timeout_s_(timeout_s) {}
+  ThreadWork(OpKind kind, int64_t bytes, double timeout_s, std::shared_ptr<Observer> observer)
+      : Work(kind, std::move(observer)), kind_(kind), bytes_(bytes), timeout_s_(timeout_s) {}
 
-  void wait() override;
   bool is_completed() override;
 
   // Called once by the thread that ran the op; error is null on success.
   void mark_done(std::exception_ptr error);
+
+ protected:
+  void wait_until_done() override;
 
  private:
   const OpKind kind_;

@@ -18,4 +18,11 @@ inline double thread_cpu_s() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
+
+// CPU seconds consumed by the whole process so far (every thread, CLOCK_PROCESS_CPUTIME_ID).
+inline double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 }  // namespace hlp

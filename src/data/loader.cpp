@@ -204,7 +204,11 @@ void Loader::report_problem(size_t file, uint64_t offset, const std::string& why
 void Loader::worker_loop() {
   const auto& o = options_;
   const int32_t eot = tokenizer_->eot_id();
+  double cpu_reported_s = thread_cpu_s();  // this thread's CPU time already in the stats
   while (true) {
+    const double cpu_s = thread_cpu_s();
+    stats_.worker_cpu_ns += int64_t((cpu_s - cpu_reported_s) * 1e9);
+    cpu_reported_s = cpu_s;
     std::unique_lock<std::mutex> lk(mu_);
     work_cv_.wait(lk, [&] { return stop_ || (!error_ && pick_lane_locked() >= 0); });
     if (stop_) return;
@@ -392,6 +396,7 @@ LoaderStats Loader::stats() const {
   st.empty_documents = stats_.empty_documents;
   st.invalid_utf8_documents = stats_.invalid_utf8_documents;
   st.split_documents = stats_.split_documents;
+  st.worker_cpu_s = double(stats_.worker_cpu_ns.load()) * 1e-9;
   std::lock_guard<std::mutex> lk(mu_);
   st.peak_chunks_in_flight = peak_chunks_in_flight_;
   return st;

@@ -59,6 +59,8 @@ struct LoaderStats {
   int64_t split_documents = 0;         // .txt documents cut at max_document_bytes
   int64_t peak_chunks_in_flight = 0;   // most chunks read but not yet taken, all lanes together
                                        // (bounded by lanes x queue_depth: the memory bound)
+  double worker_cpu_s = 0.0;           // CPU seconds the loader threads used (reading,
+                                       // tokenizing), counted after each chunk
 };
 
 class Loader {
@@ -120,7 +122,7 @@ class Loader {
   int reported_ = 0;
   struct AtomicStats {
     std::atomic<int64_t> documents{0}, tokens{0}, malformed_lines{0}, empty_documents{0},
-        invalid_utf8_documents{0}, split_documents{0};
+        invalid_utf8_documents{0}, split_documents{0}, worker_cpu_ns{0};
   } stats_;
 
   friend struct LaneWorker;

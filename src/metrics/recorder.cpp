@@ -117,6 +117,13 @@ void Recorder::on_comm_op(const comm::OpRecord& record) {
             current_step(), -1, record.bytes);
 }
 
+void Recorder::on_comm_wait(const comm::WaitRecord& record) {
+  if (!tracing()) return;
+  const bool p2p = record.kind == comm::OpKind::Send || record.kind == comm::OpKind::Recv;
+  add_event(std::string("wait:") + comm_op_name(record.kind), p2p ? "pipeline_wait" : "comm_wait",
+            Lane::Compute, record.start_s, record.end_s, current_step());
+}
+
 Recorder::CommTotals Recorder::take_comm_totals() {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::exchange(comm_, CommTotals{});

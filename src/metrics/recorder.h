@@ -103,6 +103,11 @@ class Recorder : public comm::Observer {
   // comm::Observer: every finished communicator op becomes a comm-lane event named after its
   // kind ("all_reduce" ...), category "comm", bytes = payload, step = current_step().
   void on_comm_op(const comm::OpRecord& record) override;
+  // comm::Observer: every interval a thread was blocked waiting for an op becomes a
+  // compute-lane event "wait:<kind>" (nested in the forward / backward span it happened in),
+  // category "comm_wait" for collectives and "pipeline_wait" for send / recv: the trace shows
+  // exactly the seconds that comm_exposed_s and pipeline_wait_s sum up. Tracing only.
+  void on_comm_wait(const comm::WaitRecord& record) override;
 
   // Comm traffic since the previous call (always counted, tracing on or off).
   struct CommTotals {

@@ -20,7 +20,13 @@ struct RunInfo {
   std::array<int64_t, 3> mesh{1, 1, 1};  // dp, pp, tp
   std::string config_ini;           // the whole resolved configuration
   std::string libtorch_version;     // libtorch_version() (torch_info.h) when linked with torch
-  int64_t threads_per_rank = 1;     // intra-op threads
+  int64_t threads_per_rank = 1;     // --threads as resolved (compute threads per rank)
+  // The pools as bounded (train/thread_pools.h) and what the node was asked for.
+  int64_t threads_intra_op = 1, threads_inter_op = 1, threads_openmp = -1;
+  std::string blas_library = "unknown";
+  int64_t blas_threads = -1;
+  int64_t node_cores = 0, node_ranks = 1, node_threads_requested = 1;
+  bool oversubscribed = false;
   double peak_flops_per_device = 0.0;  // FLOP/s the MFU divides by
   std::string peak_flops_source;       // how that peak was obtained (measured sgemm / table)
   ClockAlignment clock;             // this rank's (Recorder::clock())

@@ -118,10 +118,15 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   std::string mpi_version = mpi_library_version();
   for (std::string* str : {&info.strategy, &info.backend, &info.device, &info.config_ini,
                            &info.libtorch_version, &info.peak_flops_source, &start_time,
+                           &info.blas_library,
                            &slurm_job, &slurm_array_job, &slurm_array_task, &mpi_version})
     bcast_string(*str, comm);
   MPI_Bcast(info.mesh.data(), 3, MPI_INT64_T, 0, comm);
   MPI_Bcast(&info.threads_per_rank, 1, MPI_INT64_T, 0, comm);
+  int64_t thread_fields[8] = {info.threads_intra_op, info.threads_inter_op, info.threads_openmp,
+                              info.blas_threads,     info.node_cores,       info.node_ranks,
+                              info.node_threads_requested, info.oversubscribed ? 1 : 0};
+  MPI_Bcast(thread_fields, 8, MPI_INT64_T, 0, comm);
   MPI_Bcast(&info.peak_flops_per_device, 1, MPI_DOUBLE, 0, comm);
   MPI_Bcast(&start_unix_s, 1, MPI_DOUBLE, 0, comm);
   const std::string hosts = gather_hosts(comm, s.world);
@@ -180,6 +185,16 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrEndTime, std::string());
   h5::write_attr(root, schema::kAttrStartUnixS, start_unix_s);
   h5::write_attr(root, schema::kAttrThreadsPerRank, info.threads_per_rank);
+  h5::write_attr(root, schema::kAttrThreadsIntraOp, thread_fields[0]);
+  h5::write_attr(root, schema::kAttrThreadsInterOp, thread_fields[1]);
+  h5::write_attr(root, schema::kAttrThreadsOpenmp, thread_fields[2]);
+  h5::write_attr(root, schema::kAttrBlasLibrary, info.blas_library);
+  h5::write_attr(root, schema::kAttrBlasThreads, thread_fields[3]);
+  h5::write_attr(root, schema::kAttrNodeCores, thread_fields[4]);
+  h5::write_attr(root, schema::kAttrNodeRanks, thread_fields[5]);
+  h5::write_attr(root, schema::kAttrNodeThreadsRequested, thread_fields[6]);
+  h5::write_attr(root, schema::kAttrOversubscribed, thread_fields[7]);
+  h5::write_attr(root, schema::kAttrStoppedReason, std::string());
   h5::write_attr(root, schema::kAttrPeakFlopsPerDevice, info.peak_flops_per_device);
   h5::write_attr(root, schema::kAttrPeakFlopsSource, info.peak_flops_source);
   h5::write_attr(root, schema::kAttrFlushEvery, static_cast<int64_t>(s.options.flush_every_steps));
@@ -410,6 +425,15 @@ void ResultWriter::flush() {
   s.events.clear();
 
   h5::check_status(H5Fflush(s.file, H5F_SCOPE_GLOBAL), "flush " + s.path);
+}
+
+void ResultWriter::set_stopped_reason(const std::string& reason_in) {
+  State& s = *state_;
+  if (s.finished) return;
+  std::string reason = reason_in;
+  bcast_string(reason, s.comm);
+  h5::write_attr(s.file, schema::kAttrStoppedReason, reason);
+  h5::check_status(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "flush " + s.path);
 }
 
 void ResultWriter::finish() {

@@ -53,6 +53,10 @@ class ResultWriter {
   // COLLECTIVE. Writes every buffered step and event and H5Fflush-es the file.
   void flush();
 
+  // COLLECTIVE. Records why the run ends before its last step (root attribute
+  // stopped_reason, rank 0's text); complete stays 0.
+  void set_stopped_reason(const std::string& reason);
+
   // COLLECTIVE. Final flush, /summary (medians after warm-up), end_time, complete = 1, close.
   // Idempotent.
   void finish();

@@ -30,7 +30,21 @@ inline constexpr const char* kAttrHdf5Version = "hdf5_version";          // stri
 inline constexpr const char* kAttrStartTime = "start_time";              // string ISO-8601 UTC
 inline constexpr const char* kAttrEndTime = "end_time";                  // string, "" until finish
 inline constexpr const char* kAttrStartUnixS = "start_unix_s";           // float64 s since epoch
-inline constexpr const char* kAttrThreadsPerRank = "threads_per_rank";   // int64
+inline constexpr const char* kAttrThreadsPerRank = "threads_per_rank";   // int64 (--threads)
+// The compute pools as bounded on rank 0 (train/thread_pools.h) and the node's load.
+inline constexpr const char* kAttrThreadsIntraOp = "threads_intra_op";   // int64 LibTorch
+inline constexpr const char* kAttrThreadsInterOp = "threads_inter_op";   // int64 LibTorch
+inline constexpr const char* kAttrThreadsOpenmp = "threads_openmp";      // int64, -1 none
+inline constexpr const char* kAttrBlasLibrary = "blas_library";          // string
+inline constexpr const char* kAttrBlasThreads = "blas_threads";          // int64, -1 unknown
+inline constexpr const char* kAttrNodeCores = "node_cores";              // int64 (rank 0's node)
+// Most ranks / compute threads asked for on one node, over the job's nodes.
+inline constexpr const char* kAttrNodeRanks = "node_ranks";                          // int64
+inline constexpr const char* kAttrNodeThreadsRequested = "node_threads_requested";  // int64
+// 1 when some node's ranks together asked for more compute threads than it has cores.
+inline constexpr const char* kAttrOversubscribed = "oversubscribed";     // int64 0|1
+// Why a run ended before its last step: "" (it did not), "signal: ...", "non-finite: ...".
+inline constexpr const char* kAttrStoppedReason = "stopped_reason";      // string
 inline constexpr const char* kAttrPeakFlopsPerDevice = "peak_flops_per_device";  // float64 FLOP/s
 inline constexpr const char* kAttrPeakFlopsSource = "peak_flops_source";  // string: how measured
 inline constexpr const char* kAttrFlushEvery = "flush_every_steps";      // int64
@@ -65,13 +79,25 @@ inline constexpr const char* kMfuExecuted = "mfu_executed";  // FLOPs actually r
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kGradNorm = "grad_norm";      // global L2 norm before clipping
 inline constexpr const char* kStepEnd = "step_end_s";      // aligned time the step ended (s)
+// The rest of the step's wall time on the compute thread (docs/results-schema.md: the step
+// equation). comm_exposed_s above is time blocked in collectives; this is time blocked in
+// point-to-point ops, i.e. a pipeline stage idle while it waits for its neighbour.
+inline constexpr const char* kPipelineWait = "pipeline_wait_s";
+inline constexpr const char* kOther = "other_s";           // step - every attributed phase
+// CPU seconds during the step.
+inline constexpr const char* kCpu = "cpu_s";               // whole process (all threads)
+inline constexpr const char* kCpuUtil = "cpu_util";        // cpu_s / step_time_s (cores busy)
+inline constexpr const char* kComputeCpu = "compute_cpu_s";  // the training (compute) thread
+inline constexpr const char* kLoaderCpu = "loader_cpu_s";    // the loader threads
+inline constexpr const char* kCommCpu = "comm_cpu_s";        // the communication threads
 
-inline constexpr std::array<const char*, 23> kStepMetrics = {
-    kLoss,           kTokens,          kStepTime, kTokensPerS, kTokensPerSPerDevice,
-    kDataWait,       kForward,         kBackward, kOptimizer,  kCommExposed,
-    kCommBytes,      kPeakBytes,       kCurrentBytes, kParamBytes, kGradBytes,
-    kOptimizerBytes, kActivationBytes, kMfu,      kMfuModel,   kMfuExecuted,
-    kLr,             kGradNorm,        kStepEnd};
+inline constexpr std::array<const char*, 30> kStepMetrics = {
+    kLoss,           kTokens,          kStepTime,     kTokensPerS,  kTokensPerSPerDevice,
+    kDataWait,       kForward,         kBackward,     kOptimizer,   kCommExposed,
+    kCommBytes,      kPeakBytes,       kCurrentBytes, kParamBytes,  kGradBytes,
+    kOptimizerBytes, kActivationBytes, kMfu,          kMfuModel,    kMfuExecuted,
+    kLr,             kGradNorm,        kStepEnd,      kPipelineWait, kOther,
+    kCpu,            kCpuUtil,         kComputeCpu,   kLoaderCpu,   kCommCpu};
 
 // ---- /model: attributes -------------------------------------------------------------------------
 inline constexpr const char* kModelGroup = "/model";

@@ -94,7 +94,7 @@ void DdpStrategy::after_backward(bool last_micro_batch, PhaseTimes& times) {
   if (!last_micro_batch) return;
   // Parameters that got no gradient this step (unused) never fire their hook.
   launch_ready_buckets(/*force=*/true);
-  for (auto& b : buckets_) timed_wait(b.work, times);
+  for (auto& b : buckets_) wait_for(b.work);
   sync_ = false;
 }
 

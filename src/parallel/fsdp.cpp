@@ -62,7 +62,7 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
 }
 
 torch::Tensor ShardedStrategy::block_forward(int64_t block, const torch::Tensor& x_in) {
-  unit_of_block(block).wait_gather(*times_);
+  unit_of_block(block).wait_gather();
   if (prefetch_forward_ && block + 1 < model_->num_blocks()) unit_of_block(block + 1).issue_gather();
   torch::Tensor y = model_->block(block)->forward(x_in);  // [B, T, D]
   unit_of_block(block).release();
@@ -70,7 +70,7 @@ torch::Tensor ShardedStrategy::block_forward(int64_t block, const torch::Tensor&
 }
 
 void ShardedStrategy::block_backward_begin(int64_t block) {
-  unit_of_block(block).wait_gather(*times_);
+  unit_of_block(block).wait_gather();
   if (block > 0) unit_of_block(block - 1).issue_gather();  // backward prefetch
   unit_of_block(block).prepare_grads();
 }
@@ -80,7 +80,7 @@ void ShardedStrategy::block_backward_end(int64_t block) {
   unit.reduce_grads();
   unit.release();
   // the previous block's reduce-scatter ran on the comm thread during this block's backward
-  if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads(*times_);
+  if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads();
   pending_block_ = block;
 }
 
@@ -100,48 +100,41 @@ torch::Tensor ShardedStrategy::forward_micro_batch(const MicroBatch& mb) {
 
 double ShardedStrategy::forward_backward(const std::vector<MicroBatch>& micro_batches,
                                          int64_t step, PhaseTimes& times) {
-  times_ = &times;
   metrics::Recorder* rec = options_.recorder;
   const double scale = 1.0 / double(micro_batches.size());
   double loss_sum = 0.0;
-  root().wait_gather(times);  // embedding / norm / head stay gathered for the whole step
+  root().wait_gather();  // embedding / norm / head stay gathered for the whole step
   for (size_t m = 0; m < micro_batches.size(); ++m) {
     torch::Tensor loss;
     {
-      const double t0 = now_s();
+      ComputeTimer timer(times.forward_s);
       auto span = rec ? rec->span("forward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       loss = forward_micro_batch(micro_batches[m]);
-      times.forward_s += now_s() - t0;
     }
     loss_sum += loss.item<double>();
     {
-      const double t0 = now_s();
+      ComputeTimer timer(times.backward_s);
       auto span = rec ? rec->span("backward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       root().prepare_grads();
       (loss * scale).backward();
-      if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads(times);
+      if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads();
       pending_block_ = -1;
       root().reduce_grads();
-      root().finish_grads(times);
-      times.backward_s += now_s() - t0;
+      root().finish_grads();
     }
   }
   root().release();
-  times_ = nullptr;
   return dp_mean(options_.dp_comm.get(), loss_sum * scale);
 }
 
 double ShardedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) {
   torch::NoGradGuard no_grad;
-  PhaseTimes scratch;
-  times_ = &scratch;
-  root().wait_gather(scratch);
+  root().wait_gather();
   double sum = 0.0;
   for (const auto& mb : micro_batches) sum += forward_micro_batch(mb).item<double>();
   root().release();
-  times_ = nullptr;
   return dp_mean(options_.dp_comm.get(), sum / double(micro_batches.size()));
 }
 

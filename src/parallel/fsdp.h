@@ -47,7 +47,6 @@ class ShardedStrategy : public Strategy {
   torch::Tensor anchor_;  // requires grad, so every block's backward runs (frozen embeddings)
   bool prefetch_forward_ = false;
   int64_t pending_block_ = -1;  // block whose reduce-scatter is in flight
-  PhaseTimes* times_ = nullptr;
   int64_t params_total_ = 0, params_trainable_ = 0;
 };
 

@@ -94,8 +94,7 @@ void PipelineStrategy::allocate_grads() {
   grad_bytes_ = flat_grads_.nbytes();
 }
 
-void PipelineStrategy::reduce_grads(PhaseTimes& times) {
-  const double t0 = now_s();
+void PipelineStrategy::reduce_grads() {
   if (unit_) {  // fsdp2: full gradients from autograd -> tp sum, embedding sum, reduce-scatter
     for (auto& [name, p] : trainable_) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
@@ -105,9 +104,8 @@ void PipelineStrategy::reduce_grads(PhaseTimes& times) {
         embedding_comm_->all_reduce(p.grad(), comm::ReduceOp::Sum);
     }
     unit_->reduce_grads();
-    unit_->finish_grads(times);
+    unit_->finish_grads();
     unit_->release();
-    times.comm_exposed_s += now_s() - t0;
     return;
   }
   if (tp_->size() > 1 && partial_numel_ > 0)
@@ -116,7 +114,6 @@ void PipelineStrategy::reduce_grads(PhaseTimes& times) {
     embedding_comm_->all_reduce(slots_[size_t(embedding_slot_)].grad, comm::ReduceOp::Sum);
   if (options_.dp_comm && options_.dp_comm->size() > 1 && flat_grads_.numel() > 0)
     options_.dp_comm->all_reduce(flat_grads_, comm::ReduceOp::Avg);
-  times.comm_exposed_s += now_s() - t0;
 }
 
 double PipelineStrategy::grad_norm() {

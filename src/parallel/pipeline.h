@@ -79,7 +79,7 @@ class PipelineStrategy : public Strategy {
   void record_step(double forward_s, double backward_s, double wall_s, double compute_cpu_s);
 
   void allocate_grads();
-  void reduce_grads(PhaseTimes& times);
+  void reduce_grads();
   void check_tp_batches(const std::vector<MicroBatch>& micro_batches);
 
   StrategyOptions options_;

@@ -58,12 +58,13 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
   torch::Tensor x;
   if (stage_ > 0) {  // x: [B, T, D] from the previous stage
     x = torch::empty({B, T, options_.model.hidden}, torch::kFloat);
-    timed_wait(pp.recv_async(x, stage_ - 1, tag_forward(m)), *times_);
+    pp.recv_async(x, stage_ - 1, tag_forward(m))->wait();
     if (with_grad) x.requires_grad_(true);
     f.input = x;
   }
-  const double t0 = now_s(), cpu0 = thread_cpu_s();
+  const double cpu0 = thread_cpu_s();
   {
+    ComputeTimer timer(times_->forward_s);  // tp all-reduces inside are waits, not compute
     auto span = compute_span(options_.recorder, "forward", step_, m);
     AutocastScope autocast(options_.bf16);
     if (stage_ == 0) x = model_->embed(mb.inputs);  // [B, T] -> [B, T, D]
@@ -79,7 +80,6 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
       f.output = x;
     }
   }
-  times_->forward_s += now_s() - t0;
   compute_cpu_s_ += thread_cpu_s() - cpu0;
   if (!with_grad) f = InFlight{};
 }
@@ -90,10 +90,11 @@ void PipelineStrategy::backward_step(int m) {
   torch::Tensor grad;  // d loss / d output: [B, T, D] from the next stage
   if (stage_ < stages_ - 1) {
     grad = torch::empty(f.output.sizes(), torch::kFloat);
-    timed_wait(pp.recv_async(grad, stage_ + 1, tag_backward(m)), *times_);
+    pp.recv_async(grad, stage_ + 1, tag_backward(m))->wait();
   }
-  const double t0 = now_s(), cpu0 = thread_cpu_s();
+  const double cpu0 = thread_cpu_s();
   {
+    ComputeTimer timer(times_->backward_s);
     auto span = compute_span(options_.recorder, "backward", step_, m);
     if (stage_ == stages_ - 1)
       f.output.backward();
@@ -104,13 +105,12 @@ void PipelineStrategy::backward_step(int m) {
       sends_.emplace_back(pp.send_async(g, stage_ - 1, tag_backward(m)), g);
     }
   }
-  times_->backward_s += now_s() - t0;
   compute_cpu_s_ += thread_cpu_s() - cpu0;
   f = InFlight{};  // frees this micro-batch's activations
 }
 
 void PipelineStrategy::wait_sends() {
-  for (auto& [work, tensor] : sends_) timed_wait(work, *times_);
+  for (auto& [work, tensor] : sends_) work->wait();
   sends_.clear();
 }
 
@@ -144,7 +144,7 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   compute_cpu_s_ = 0.0;
   last_micro_batches_ = M;
   inflight_.assign(size_t(M), InFlight{});
-  if (unit_) unit_->wait_gather(times);  // fsdp2: the stage's full parameters for this step
+  if (unit_) unit_->wait_gather();  // fsdp2: the stage's full parameters for this step
   const double forward0 = times.forward_s, backward0 = times.backward_s, t0 = now_s();
   if (options_.pp_schedule == "gpipe")
     run_gpipe(M);
@@ -153,7 +153,7 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   wait_sends();
   record_step(times.forward_s - forward0, times.backward_s - backward0, now_s() - t0,
               compute_cpu_s_);
-  reduce_grads(times);
+  reduce_grads();
   inflight_.clear();
   micro_batches_ = nullptr;
   times_ = nullptr;
@@ -171,7 +171,7 @@ double PipelineStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches)
   times_ = &ignored;
   loss_sum_ = 0.0;
   inflight_.assign(size_t(M), InFlight{});
-  if (unit_) unit_->wait_gather(ignored);
+  if (unit_) unit_->wait_gather();
   for (int m = 0; m < M; ++m) forward_step(m, /*with_grad=*/false);
   wait_sends();
   if (unit_) unit_->release();

@@ -60,9 +60,9 @@ class FlatUnit : public ShardedUnit {
     work_ = comm_->all_gather_async(shard_, gather_alias_);
     state_ = GatherState::Gathering;
   }
-  void wait_gather(PhaseTimes& times) override {
+  void wait_gather() override {
     issue_gather();
-    if (state_ == GatherState::Gathering) timed_wait(work_, times);
+    if (state_ == GatherState::Gathering) wait_for(work_);
     work_.reset();
     state_ = GatherState::Gathered;
   }
@@ -81,9 +81,9 @@ class FlatUnit : public ShardedUnit {
     rs_out_ = torch::empty_like(shard_);
     rs_work_ = comm_->reduce_scatter_async(full_grad_, rs_out_, comm::ReduceOp::Avg);
   }
-  void finish_grads(PhaseTimes& times) override {
+  void finish_grads() override {
     if (!rs_work_) return;
-    timed_wait(rs_work_, times);
+    wait_for(rs_work_);
     rs_work_.reset();
     shard_grad_.add_(rs_out_);
     for (auto& [name, p] : params_) p.mutable_grad() = torch::Tensor();
@@ -167,10 +167,10 @@ class PerParamUnit : public ShardedUnit {
     work_ = comm_->all_gather_async(send_, recv_);
     state_ = GatherState::Gathering;
   }
-  void wait_gather(PhaseTimes& times) override {
+  void wait_gather() override {
     issue_gather();
     if (state_ == GatherState::Gathering) {
-      timed_wait(work_, times);
+      wait_for(work_);
       work_.reset();
       // copy-out: rank q's block of each parameter -> rows [q*rows, q*rows + valid)
       torch::NoGradGuard no_grad;
@@ -211,9 +211,9 @@ class PerParamUnit : public ShardedUnit {
     rs_out_ = torch::empty({grad_numel_});
     rs_work_ = comm_->reduce_scatter_async(packed_.view({-1}), rs_out_, comm::ReduceOp::Avg);
   }
-  void finish_grads(PhaseTimes& times) override {
+  void finish_grads() override {
     if (!rs_work_) return;
-    timed_wait(rs_work_, times);
+    wait_for(rs_work_);
     rs_work_.reset();
     for (auto& e : entries_)
       if (e.trainable)

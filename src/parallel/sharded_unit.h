@@ -35,7 +35,7 @@ class ShardedUnit {
   // Issues the all-gather of the full parameters (no-op if issued or already gathered).
   virtual void issue_gather() = 0;
   // Waits for it; the full parameters are valid afterwards.
-  virtual void wait_gather(PhaseTimes& times) = 0;
+  virtual void wait_gather() = 0;
   // Frees the full parameters' bytes.
   virtual void release() = 0;
   // Before this unit's backward: full-size gradient buffers where the unit keeps them.
@@ -43,7 +43,7 @@ class ShardedUnit {
   // After this unit's backward: issue the reduce-scatter of its gradients (average over dp)
   // and drop the full gradients once it finished (finish_grads).
   virtual void reduce_grads() = 0;
-  virtual void finish_grads(PhaseTimes& times) = 0;
+  virtual void finish_grads() = 0;
 
   virtual std::vector<OptimSlot> optim_slots() = 0;
   virtual void zero_grad() = 0;

@@ -38,24 +38,22 @@ double ReplicatedStrategy::forward_backward(const std::vector<MicroBatch>& micro
     const bool last = m + 1 == micro_batches.size();
     torch::Tensor loss;
     {
-      const double t0 = now_s();
+      ComputeTimer timer(times.forward_s);
       auto span = rec ? rec->span("forward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       AutocastScope autocast(options_.bf16);
       // [B, T] -> logits [B, T, V] -> scalar mean loss of this micro-batch
       loss = model::cross_entropy_loss(model_->forward(micro_batches[m].inputs),
                                        micro_batches[m].targets);
-      times.forward_s += now_s() - t0;
     }
     loss_sum += loss.item<double>();
     {
-      const double t0 = now_s();
+      ComputeTimer timer(times.backward_s);
       auto span = rec ? rec->span("backward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       before_backward(last);
       (loss * scale).backward();
       after_backward(last, times);
-      times.backward_s += now_s() - t0;
     }
   }
   return dp_mean(options_.dp_comm.get(), loss_sum * scale);

@@ -41,7 +41,11 @@ struct MicroBatch {
 struct PhaseTimes {
   double forward_s = 0.0;
   double backward_s = 0.0;
-  double comm_exposed_s = 0.0;  // compute thread blocked on communication (not overlapped)
+  // The two below are filled by the trainer from the communicator's blocked-wait totals
+  // (comm::this_thread_blocked()); strategies never time waits themselves, and forward_s /
+  // backward_s leave the waits out (ComputeTimer).
+  double comm_exposed_s = 0.0;   // blocked in collectives (communication not hidden by compute)
+  double pipeline_wait_s = 0.0;  // blocked in point-to-point: waiting for a neighbour stage
 };
 
 // Persistent bytes per category on this rank (optimizer state comes from the optimizer).

@@ -14,11 +14,22 @@ model::HybridLM build_model(const StrategyOptions& options) {
   return lm;
 }
 
-void timed_wait(const comm::WorkPtr& work, PhaseTimes& times) {
-  if (!work) return;
-  const double t0 = now_s();
-  work->wait();
-  times.comm_exposed_s += now_s() - t0;
+void wait_for(const comm::WorkPtr& work) {
+  if (work) work->wait();
+}
+
+namespace {
+double blocked_s() {
+  const auto b = comm::this_thread_blocked();
+  return b.collective_s + b.p2p_s;
+}
+}  // namespace
+
+ComputeTimer::ComputeTimer(double& seconds)
+    : seconds_(seconds), start_s_(now_s()), blocked_start_s_(blocked_s()) {}
+
+ComputeTimer::~ComputeTimer() {
+  seconds_ += (now_s() - start_s_) - (blocked_s() - blocked_start_s_);
 }
 
 double dp_mean(comm::Communicator* dp_comm, double local_mean) {

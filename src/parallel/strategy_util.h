@@ -1,5 +1,5 @@
 #pragma once
-// Pieces every strategy uses: building the LoRA model, timing communication waits, the
+// Pieces every strategy uses: building the LoRA model, timing compute without the waits, the
 // global mean loss, bf16 autocast.
 #include <torch/torch.h>
 
@@ -16,8 +16,24 @@ namespace hlp::parallel {
 // The whole model with LoRA applied (deterministic in (seed, parameter name)).
 model::HybridLM build_model(const StrategyOptions& options);
 
-// Waits for `work`, adding the blocked time to times.comm_exposed_s.
-void timed_wait(const comm::WorkPtr& work, PhaseTimes& times);
+// Waits for `work` if there is one (nullptr: nothing in flight).
+void wait_for(const comm::WorkPtr& work);
+
+// Adds to `seconds` the wall time of its scope minus the time this thread was blocked on
+// communication inside it, so forward_s / backward_s count compute only and the waits count
+// once, as comm_exposed_s / pipeline_wait_s (measured by the communicator).
+class ComputeTimer {
+ public:
+  explicit ComputeTimer(double& seconds);
+  ~ComputeTimer();
+  ComputeTimer(const ComputeTimer&) = delete;
+  ComputeTimer& operator=(const ComputeTimer&) = delete;
+
+ private:
+  double& seconds_;
+  double start_s_;
+  double blocked_start_s_;
+};
 
 // Mean over data-parallel ranks of each rank's mean loss (collective over dp_comm; nullptr = 1).
 double dp_mean(comm::Communicator* dp_comm, double local_mean);

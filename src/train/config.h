@@ -48,7 +48,7 @@ struct TrainConfig {
   double grad_clip = 1.0;           // global gradient-norm clip; 0 = off
   std::string precision = "fp32";   // fp32|bf16
   uint64_t seed = 1234;
-  int threads = 1;                  // intra-op threads per rank
+  int threads = 0;                  // compute threads per rank (every pool); 0 = auto (thread_pools.h)
   int eval_every = 0;               // 0 = no eval loss
   std::string out;                  // result file (.h5); empty = no result file
   int flush_every = 5;              // result-file flush period in steps

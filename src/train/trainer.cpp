@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -13,6 +14,7 @@
 #include "model/lora_config.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
+#include "parallel/strategy_util.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/data_options.h"
@@ -46,6 +48,20 @@ BatchSplit split_batch(const TrainConfig& c, int dp_size) {
 
 namespace {
 
+std::string non_finite_message(int64_t step, double loss, double grad_norm) {
+  // "nan" / "inf" / "-inf", never printf's "-nan"
+  auto text = [](double v) {
+    if (std::isnan(v)) return std::string("nan");
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  const bool loss_bad = !std::isfinite(loss);
+  return "step " + std::to_string(step + 1) + ": " +
+         (loss_bad ? "loss is " + text(loss) + " (gradient norm " + text(grad_norm) + ")"
+                   : "gradient norm is " + text(grad_norm) + " (loss " + text(loss) + ")");
+}
+
 // [rows, T+1] tokens -> M micro-batches of inputs [B, T] and targets [B, T] (shifted by one).
 std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
                                                    const BatchSplit& split) {
@@ -72,7 +88,9 @@ TrainConfig with_parallel_defaults(TrainConfig c, int world_size) {
 TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                    const TrainHooks& hooks) {
   const TrainConfig c = with_parallel_defaults(config, world->size());
-  at::set_num_threads(c.threads);
+  TrainOutcome outcome;
+  outcome.threads = bound_thread_pools(
+      c.threads > 0 ? c.threads : default_threads(launcher_local_ranks()));
   // The dp x pp x tp mesh (collective). Data parallelism runs over its dp axis; the pp and tp
   // partners of one dp rank read the same rows (the loader is indexed by the dp coordinate).
   auto mesh = std::make_shared<parallel::Mesh>(world, c.tp, c.pp);
@@ -135,7 +153,6 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       pp_split += (pp_split.empty() ? "" : ",") + std::to_string(first);
   }
 
-  TrainOutcome outcome;
   if (resume) {
     load_checkpoint(c.checkpoint_dir, world->rank(), *resume, optimizer);
     outcome.first_step = resume->next_step;
@@ -150,7 +167,10 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   for (int64_t step = outcome.first_step; step < c.steps; ++step) {
     StepReport r;
     r.step = step;
-    const double t_step = now_s();
+    const double t_step = now_s(), cpu_step = process_cpu_s(), compute_cpu_step = thread_cpu_s();
+    const double loader_cpu_step = loader->stats().worker_cpu_s;
+    const double comm_cpu_step = comm::comm_threads_cpu_s();
+    const comm::BlockedTotals blocked_step = comm::this_thread_blocked();
     if (hooks.recorder) hooks.recorder->begin_step(step);
 
     data::Batch batch;
@@ -166,35 +186,51 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     strategy->zero_grad();
     r.loss = strategy->forward_backward(micro, step, r.phases);
 
-    const double t_opt = now_s();
     {
+      parallel::ComputeTimer timer(r.optimizer_s);  // the grad-norm all-reduce is comm
       auto span = hooks.recorder
                       ? hooks.recorder->span("optimizer", metrics::Lane::Compute, step)
                       : metrics::Recorder::Span();
       r.grad_norm = strategy->grad_norm();
+      // Loss and gradient norm are global (reduced over every rank), so every rank sees the
+      // same non-finite value and stops at the same step, before the update spoils the weights.
+      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+        outcome.non_finite = non_finite_message(step, r.loss, r.grad_norm);
+        break;
+      }
       // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1
       double scale = 1.0;
       if (c.grad_clip > 0) scale = std::min(1.0, c.grad_clip / (r.grad_norm + 1e-6));
       r.lr = schedule.at(int(step));
       optimizer.step(r.lr, scale);
     }
-    r.optimizer_s = now_s() - t_opt;
     if (c.eval_every > 0 && (step + 1) % c.eval_every == 0) {
       auto span = hooks.recorder ? hooks.recorder->span("eval", metrics::Lane::Compute, step)
                                  : metrics::Recorder::Span();
       r.eval_loss = strategy->eval_loss(eval_micro);
     }
+    // A signal on any rank stops every rank at the same step boundary. The agreement is a
+    // collective per step, so it is part of the step (and of its exposed communication).
+    at::Tensor stop = at::full({1}, stop_signal_received() ? 1 : 0, at::kLong);
+    world->all_reduce(stop, comm::ReduceOp::Max);
+    const bool stopping = stop.item<int64_t>() != 0;
     r.step_time_s = now_s() - t_step;
+    const comm::BlockedTotals blocked = comm::this_thread_blocked();
+    r.phases.comm_exposed_s = blocked.collective_s - blocked_step.collective_s;
+    r.phases.pipeline_wait_s = blocked.p2p_s - blocked_step.p2p_s;
+    r.other_s = r.step_time_s - (r.data_wait_s + r.phases.forward_s + r.phases.backward_s +
+                                 r.optimizer_s + r.phases.comm_exposed_s +
+                                 r.phases.pipeline_wait_s);
+    r.cpu_s = process_cpu_s() - cpu_step;
+    r.compute_cpu_s = thread_cpu_s() - compute_cpu_step;
+    r.loader_cpu_s = loader->stats().worker_cpu_s - loader_cpu_step;
+    r.comm_cpu_s = comm::comm_threads_cpu_s() - comm_cpu_step;
     r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len;
     r.tokens_global = int64_t(c.global_batch) * c.seq_len;
     r.optimizer_bytes = optimizer.state_bytes();
     outcome.losses.push_back(r.loss);
     if (hooks.on_step) hooks.on_step(r, *strategy);
 
-    // A signal on any rank stops every rank at the same step boundary.
-    at::Tensor stop = at::full({1}, stop_signal_received() ? 1 : 0, at::kLong);
-    world->all_reduce(stop, comm::ReduceOp::Max);
-    const bool stopping = stop.item<int64_t>() != 0;
     const bool periodic = c.checkpoint_every > 0 && (step + 1) % c.checkpoint_every == 0;
     if (!c.checkpoint_dir.empty() && (stopping || periodic || step + 1 == c.steps)) {
       auto span = hooks.recorder ? hooks.recorder->span("checkpoint", metrics::Lane::Data, step)

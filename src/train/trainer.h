@@ -13,6 +13,7 @@
 #include "metrics/result_info.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
+#include "train/thread_pools.h"
 
 namespace hlp::train {
 
@@ -23,19 +24,35 @@ struct StepReport {
   double eval_loss = std::nan("");  // held-out loss, every --eval-every steps (NaN otherwise)
   double lr = 0.0;
   double grad_norm = 0.0;
+  // Every second of the step on the compute thread, attributed once:
+  //   step_time_s = data_wait_s + forward_s + backward_s + optimizer_s   (compute, phases)
+  //               + comm_exposed_s + pipeline_wait_s                   (blocked, phases)
+  //               + other_s   (the rest: batch layout, zero_grad, eval, loss bookkeeping)
   double step_time_s = 0.0;
   double data_wait_s = 0.0;
-  double optimizer_s = 0.0;
+  double optimizer_s = 0.0;  // optimizer compute; the grad-norm all-reduce counts as comm
+  double other_s = 0.0;
   parallel::PhaseTimes phases;
+  // CPU seconds over the step: the whole process, the compute thread, the loader threads and
+  // the communication threads (BLAS / OpenMP workers are in cpu_s but in none of the others).
+  double cpu_s = 0.0, compute_cpu_s = 0.0, loader_cpu_s = 0.0, comm_cpu_s = 0.0;
   int64_t optimizer_bytes = 0;
   int64_t tokens_local = 0;   // tokens this rank's data-parallel group processed (B*M*T)
   int64_t tokens_global = 0;  // G * T
 };
 
+// Exit code of a run stopped because the loss or the gradient norm was not finite.
+constexpr int kExitNonFinite = 3;
+
 struct TrainOutcome {
   std::vector<double> losses;  // one per step run (global mean loss)
   int64_t first_step = 0;      // > 0 when resumed from a checkpoint
   bool stopped_by_signal = false;  // SIGTERM/SIGUSR1: checkpointed (if a dir was given), stopped
+  // A non-finite loss or gradient norm at some step: every rank stops before that step's
+  // optimizer update (the step is not reported to on_step). Empty when the run was not stopped
+  // for that reason; otherwise one line, e.g. "step 3: loss is nan (gradient norm nan)".
+  std::string non_finite;
+  ThreadPools threads;  // the pools as bounded for this run
   std::string strategy_name;
   parallel::HeldBytes held;
   int64_t optimizer_bytes = 0;
