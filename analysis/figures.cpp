@@ -112,17 +112,25 @@ Figure stacked(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
                "unless the strategy reports its own parts).")
       : make_figure("step_time_breakdown", "Step-time breakdown per strategy",
                "Median per-step seconds of the slowest rank split into data wait, forward, "
-               "backward, optimizer, exposed (not overlapped) communication and the rest.");
+               "backward, optimizer, exposed (not overlapped) communication, pipeline wait "
+               "(a stage idle for its neighbour; only when a pipeline run is shown) and the rest.");
   const auto picked = one_row_per_strategy(rows);
+  bool any_pipeline = false;
+  for (const ConfigRow* r : picked) any_pipeline = any_pipeline || r->config_int("pp") > 1;
   std::vector<std::string> parts =
       memory ? std::vector<std::string>{schema::kParamBytes, schema::kGradBytes,
                                         schema::kOptimizerBytes, schema::kActivationBytes}
              : std::vector<std::string>{schema::kDataWait, schema::kForward, schema::kBackward,
                                         schema::kOptimizer, schema::kCommExposed};
-  const std::vector<std::string> titles =
+  std::vector<std::string> titles =
       memory ? std::vector<std::string>{"parameters", "gradients", "optimizer", "activations"}
              : std::vector<std::string>{"data wait", "forward", "backward", "optimizer",
-                                        "exposed comm", "other"};
+                                        "exposed comm"};
+  if (!memory && any_pipeline) {  // a column that applies only to pipelines
+    parts.push_back(schema::kPipelineWait);
+    titles.push_back("pipeline wait");
+  }
+  if (!memory) titles.push_back("other");
   std::ostringstream dat;
   dat << "# label";
   for (const auto& p : parts) dat << " " << p;

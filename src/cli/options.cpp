@@ -241,7 +241,11 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
           "text lazily, and writes metrics and traces into one HDF5 result file.\n\n"
           "Usage: mpiexec -n N hlp-train [--config FILE.ini] [options]\n"
           "Every option may also be given in the INI file as `name = value`.\n\n"
-       << d.visible;
+       << d.visible
+       << "\nExit codes: 0 done; 1 internal error; 2 bad input (one line on stderr, every rank);\n"
+          "3 non-finite loss or gradient norm (the result file keeps the steps before it);\n"
+          "75 stopped by SIGTERM/SIGUSR1 after a checkpoint (requeue to resume);\n"
+          "124 a collective exceeded --comm-timeout-s (a peer rank died or hung).\n";
     parsed.action = Action::Help;
     parsed.help_text = os.str();
     return parsed;

@@ -209,11 +209,6 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                                  : metrics::Recorder::Span();
       r.eval_loss = strategy->eval_loss(eval_micro);
     }
-    // A signal on any rank stops every rank at the same step boundary. The agreement is a
-    // collective per step, so it is part of the step (and of its exposed communication).
-    at::Tensor stop = at::full({1}, stop_signal_received() ? 1 : 0, at::kLong);
-    world->all_reduce(stop, comm::ReduceOp::Max);
-    const bool stopping = stop.item<int64_t>() != 0;
     r.step_time_s = now_s() - t_step;
     const comm::BlockedTotals blocked = comm::this_thread_blocked();
     r.phases.comm_exposed_s = blocked.collective_s - blocked_step.collective_s;
@@ -230,6 +225,13 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     r.optimizer_bytes = optimizer.state_bytes();
     outcome.losses.push_back(r.loss);
     if (hooks.on_step) hooks.on_step(r, *strategy);
+
+    // A signal on any rank (also one that arrived while on_step wrote the results) stops every
+    // rank at the same step boundary. This 8-byte agreement runs between steps, outside
+    // step_time_s and its phases.
+    at::Tensor stop = at::full({1}, stop_signal_received() ? 1 : 0, at::kLong);
+    world->all_reduce(stop, comm::ReduceOp::Max);
+    const bool stopping = stop.item<int64_t>() != 0;
 
     const bool periodic = c.checkpoint_every > 0 && (step + 1) % c.checkpoint_every == 0;
     if (!c.checkpoint_dir.empty() && (stopping || periodic || step + 1 == c.steps)) {
