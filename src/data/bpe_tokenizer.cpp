@@ -130,16 +130,10 @@ class BpeTokenizer final : public Tokenizer {
   explicit BpeTokenizer(const std::string& path)
       : spec_(load_hf_bpe_spec(path)), splitter_(spec_.split_regex), merges_(spec_.merges),
         serial_(next_tokenizer_serial++) {
-    const auto& byte_chars = byte_to_unicode();
-    std::unordered_map<std::string, int32_t> ids;
-    for (size_t id = 0; id < spec_.vocab.size(); ++id)
-      if (!spec_.vocab[id].empty()) ids[spec_.vocab[id]] = int32_t(id);
-    for (int b = 0; b < 256; ++b) byte_id_[b] = ids.at(byte_chars[size_t(b)]);
+    std::copy(spec_.byte_ids, spec_.byte_ids + 256, byte_id_);
     // id → bytes, for decode: every character of a vocab token is one byte in GPT-2's alphabet.
-    std::unordered_map<std::string, unsigned char> char_byte;
-    for (int b = 0; b < 256; ++b) char_byte[byte_chars[size_t(b)]] = static_cast<unsigned char>(b);
     id_bytes_.resize(size_t(spec_.vocab_size));
-    for (size_t id = 0; id < spec_.vocab.size(); ++id) id_bytes_[id] = token_bytes(spec_.vocab[id], char_byte);
+    for (size_t id = 0; id < spec_.vocab.size(); ++id) id_bytes_[id] = token_bytes(spec_.vocab[id]);
     if (spec_.ignore_merges)
       for (size_t id = 0; id < spec_.vocab.size(); ++id)
         if (!spec_.vocab[id].empty()) word_id_[id_bytes_[id]] = int32_t(id);
@@ -187,17 +181,33 @@ class BpeTokenizer final : public Tokenizer {
  private:
   using AddedList = std::vector<HfAddedToken>;
 
-  static std::string token_bytes(const std::string& token,
-                                 const std::unordered_map<std::string, unsigned char>& char_byte) {
+  // The bytes a vocab token spells: each of its characters is one byte in GPT-2's alphabet
+  // (code points below 324). A token with any other character stands for its own UTF-8.
+  static std::string token_bytes(const std::string& token) {
+    static const std::vector<int> byte_of_code_point = [] {
+      std::vector<int> table(512, -1);
+      for (int b = 0; b < 256; ++b) {
+        const std::string& c = byte_to_unicode()[size_t(b)];
+        const int cp = c.size() == 1 ? static_cast<unsigned char>(c[0])
+                                     : ((static_cast<unsigned char>(c[0]) & 0x1F) << 6) | (static_cast<unsigned char>(c[1]) & 0x3F);
+        table[size_t(cp)] = b;
+      }
+      return table;
+    }();
     std::string bytes;
     for (size_t i = 0; i < token.size();) {
-      size_t len = 1;
-      const auto c = static_cast<unsigned char>(token[i]);
-      if (c >= 0xF0) len = 4; else if (c >= 0xE0) len = 3; else if (c >= 0xC0) len = 2;
-      auto it = char_byte.find(token.substr(i, len));
-      if (it == char_byte.end()) return token;  // not byte-level spelled: its UTF-8 as is
-      bytes += static_cast<char>(it->second);
-      i += len;
+      const auto c0 = static_cast<unsigned char>(token[i]);
+      int cp = -1;
+      if (c0 < 0x80) {
+        cp = c0;
+        i += 1;
+      } else if (c0 >= 0xC0 && c0 < 0xE0 && i + 1 < token.size()) {
+        cp = ((c0 & 0x1F) << 6) | (static_cast<unsigned char>(token[i + 1]) & 0x3F);
+        i += 2;
+      }
+      const int b = cp >= 0 && cp < 512 ? byte_of_code_point[size_t(cp)] : -1;
+      if (b < 0) return token;
+      bytes += static_cast<char>(b);
     }
     return bytes;
   }

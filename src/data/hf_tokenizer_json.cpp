@@ -109,6 +109,7 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
       check.unsupported("model BPE with ", key, " ", model[key].dump());
   spec.ignore_merges = check.flag(model, "ignore_merges");
   if (!model.contains("vocab") || !model["vocab"].is_object()) check.fail("model has no \"vocab\" object");
+  ids.reserve(model["vocab"].size() * 2);
   for (const auto& [token, id] : model["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 30))
       check.fail("vocab entry '", token, "' has no valid id");
@@ -117,10 +118,13 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
     spec.vocab[size_t(i)] = token;
     ids[token] = i;
   }
-  for (int b = 0; b < 256; ++b)
-    if (!ids.count(byte_to_unicode()[size_t(b)]))
+  for (int b = 0; b < 256; ++b) {
+    auto it = ids.find(byte_to_unicode()[size_t(b)]);
+    if (it == ids.end())
       check.fail("vocab lacks the byte-level token for byte ", b, " ('", byte_to_unicode()[size_t(b)],
                  "'); not a byte-level BPE");
+    spec.byte_ids[b] = it->second;
+  }
   if (!model.contains("merges") || !model["merges"].is_array()) check.fail("model has no \"merges\" list");
   const json& merges = model["merges"];
   spec.merges.reserve(merges.size());
@@ -139,12 +143,17 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
     } else {
       check.fail("merges[", rank, "] is neither \"a b\" nor [\"a\", \"b\"]");
     }
-    for (const std::string& token : {left, right, left + right}) {
-      if (!ids.count(token))
-        check.fail("merges[", rank, "] ('", left, "', '", right, "') names '", token,
+    int32_t parts[3];
+    const std::string merged = left + right;
+    const std::string* names[3] = {&left, &right, &merged};
+    for (int k = 0; k < 3; ++k) {
+      auto it = ids.find(*names[k]);
+      if (it == ids.end())
+        check.fail("merges[", rank, "] ('", left, "', '", right, "') names '", *names[k],
                    "', which is not in the vocabulary");
+      parts[k] = it->second;
     }
-    spec.merges.push_back({ids[left], ids[right], ids[left + right]});
+    spec.merges.push_back({parts[0], parts[1], parts[2]});
   }
 }
 

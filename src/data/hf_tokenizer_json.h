@@ -38,6 +38,7 @@ struct HfBpeSpec {
     int32_t left, right, merged;
   };
   std::vector<Merge> merges;
+  int32_t byte_ids[256] = {};            // id of the token spelling byte b
   bool ignore_merges = false;            // a word that is itself in the vocab skips the merges
   std::vector<HfAddedToken> added_tokens;
   int32_t eot_id = -1;                   // <|endoftext|>
