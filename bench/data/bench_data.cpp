@@ -25,7 +25,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,35 +75,9 @@ Rate measure_loader(const DataOptions& o, double seconds) {
   return Rate{tokens / dt, (process_cpu_s() - cpu0) / dt, loader.total_wait_s() - wait0};
 }
 
-// encode() of every blank-line separated document of `sample` on this thread, twice: the first
-// pass starts with an empty per-thread word cache. Returns tokens/s of each pass.
-std::pair<double, double> measure_encode(const std::string& tokenizer, const std::string& sample) {
-  const auto tok = hlp::data::make_tokenizer(tokenizer);  // a new tokenizer: a new, empty cache
-  std::ifstream in(sample);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::vector<std::string_view> docs;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t end = text.find("\n\n", pos);
-    if (end == std::string::npos) end = text.size();
-    if (end > pos) docs.push_back(std::string_view(text).substr(pos, end - pos));
-    pos = end + 2;
-  }
-  double rate[2];
-  std::vector<int32_t> ids;
-  for (double& r : rate) {
-    ids.clear();
-    const double t0 = hlp::now_s();
-    for (auto d : docs) tok->encode(d, ids);
-    r = ids.size() / (hlp::now_s() - t0);
-  }
-  return {rate[0], rate[1]};
-}
-
-// Writes `mib` MiB of text documents (the sample's documents, numbered) as 64 MiB shards.
-void generate_corpus(const std::string& sample, const std::string& dir, int64_t mib) {
-  std::ifstream in(sample);
+// The blank-line separated documents of a .txt file.
+std::vector<std::string> read_documents(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -115,6 +88,28 @@ void generate_corpus(const std::string& sample, const std::string& dir, int64_t 
     if (end > pos) docs.push_back(text.substr(pos, end - pos));
     pos = end + 2;
   }
+  return docs;
+}
+
+// encode() of every document of `sample` on this thread, twice: the first pass starts with an
+// empty per-thread word cache. Returns tokens/s of each pass.
+std::pair<double, double> measure_encode(const std::string& tokenizer, const std::string& sample) {
+  const auto tok = hlp::data::make_tokenizer(tokenizer);  // a new tokenizer: a new, empty cache
+  const std::vector<std::string> docs = read_documents(sample);
+  double rate[2];
+  std::vector<int32_t> ids;
+  for (double& r : rate) {
+    ids.clear();
+    const double t0 = hlp::now_s();
+    for (const auto& d : docs) tok->encode(d, ids);
+    r = ids.size() / (hlp::now_s() - t0);
+  }
+  return {rate[0], rate[1]};
+}
+
+// Writes `mib` MiB of text documents (the sample's documents, numbered) as 64 MiB shards.
+void generate_corpus(const std::string& sample, const std::string& dir, int64_t mib) {
+  const std::vector<std::string> docs = read_documents(sample);
   std::filesystem::create_directories(dir);
   const int64_t shard_bytes = 64ll << 20, total = mib << 20;
   int64_t written = 0, doc = 0;
