@@ -1,5 +1,6 @@
 #include "data/hf_tokenizer_json.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
