@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential cmake make pkg-config git ccache \
   libtorch-dev libopenblas0-pthread python3-torch \
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py \
   libboost-program-options-dev catch2 nlohmann-json3-dev \
-  libsentencepiece-dev sentencepiece gnuplot-nox \
+  libsentencepiece-dev sentencepiece libpcre2-dev libicu-dev gnuplot-nox \
   slurm-wlm munge procps
 
 # ccache with the shared LibTorch precompiled header

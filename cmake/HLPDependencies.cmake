@@ -44,6 +44,19 @@ add_library(hlp_sentencepiece INTERFACE)
 add_library(hlp::sentencepiece ALIAS hlp_sentencepiece)
 target_link_libraries(hlp_sentencepiece INTERFACE PkgConfig::SENTENCEPIECE)
 
+# --- PCRE2 and ICU: the regex pre-tokenizer and NFC of Hugging Face tokenizer.json (BPE) ---
+pkg_check_modules(PCRE2 IMPORTED_TARGET libpcre2-8)
+if(NOT PCRE2_FOUND)
+  message(FATAL_ERROR "PCRE2 not found (pkg-config libpcre2-8). On Debian: `make deps` (libpcre2-dev).")
+endif()
+find_package(ICU COMPONENTS uc i18n)
+if(NOT ICU_FOUND)
+  message(FATAL_ERROR "ICU not found. On Debian: `make deps` (libicu-dev).")
+endif()
+add_library(hlp_unicode INTERFACE)
+add_library(hlp::unicode ALIAS hlp_unicode)
+target_link_libraries(hlp_unicode INTERFACE PkgConfig::PCRE2 ICU::uc ICU::i18n)
+
 # --- Catch2 v2 ---
 if(HLP_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)

@@ -1,7 +1,9 @@
 // hlp-bench-data: throughput of the data path and its memory bound.
 //
-//   1. tokens/s of the Loader (read + tokenize + pack) for the byte-level and SentencePiece
-//      tokenizers at 1 and 2 loader threads, streaming datasets/sample/corpus.txt;
+//   1. tokens/s of the Loader (read + tokenize + pack) for the byte-level, SentencePiece and
+//      Hugging Face byte-level BPE (Qwen3's tokenizer.json) tokenizers at 1 and 2 loader
+//      threads, streaming datasets/sample/corpus.txt; and tokenizer.json's encode() alone on one
+//      thread, first pass (empty word cache) and second pass (warm cache);
 //   2. peak RSS while streaming one full epoch of generated corpora of two sizes (default 1 and
 //      2 GiB, written to /tmp, never to the repo): each size runs in a fresh child process
 //      (this binary with --stream-only) so that VmHWM is that run's own peak.
@@ -9,8 +11,8 @@
 // On a machine shared with other work, tokens_per_s only scales with threads if the cores are
 // free: cpu_s_per_s (process CPU seconds per wall second) shows how many cores the run got.
 //
-// Usage: hlp-bench-data [--sample FILE] [--spm FILE] [--gen-dir DIR] [--sizes-mib 1024,2048]
-//                       [--seconds S] [--keep]
+// Usage: hlp-bench-data [--sample FILE] [--spm FILE] [--hf-json FILE] [--gen-dir DIR]
+//                       [--sizes-mib 1024,2048 | --sizes-mib ''] [--seconds S] [--keep]
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -72,9 +75,9 @@ Rate measure_loader(const DataOptions& o, double seconds) {
   return Rate{tokens / dt, (process_cpu_s() - cpu0) / dt, loader.total_wait_s() - wait0};
 }
 
-// Writes `mib` MiB of text documents (the sample's documents, numbered) as 64 MiB shards.
-void generate_corpus(const std::string& sample, const std::string& dir, int64_t mib) {
-  std::ifstream in(sample);
+// The blank-line separated documents of a .txt file.
+std::vector<std::string> read_documents(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -85,6 +88,28 @@ void generate_corpus(const std::string& sample, const std::string& dir, int64_t 
     if (end > pos) docs.push_back(text.substr(pos, end - pos));
     pos = end + 2;
   }
+  return docs;
+}
+
+// encode() of every document of `sample` on this thread, twice: the first pass starts with an
+// empty per-thread word cache. Returns tokens/s of each pass.
+std::pair<double, double> measure_encode(const std::string& tokenizer, const std::string& sample) {
+  const auto tok = hlp::data::make_tokenizer(tokenizer);  // a new tokenizer: a new, empty cache
+  const std::vector<std::string> docs = read_documents(sample);
+  double rate[2];
+  std::vector<int32_t> ids;
+  for (double& r : rate) {
+    ids.clear();
+    const double t0 = hlp::now_s();
+    for (const auto& d : docs) tok->encode(d, ids);
+    r = ids.size() / (hlp::now_s() - t0);
+  }
+  return {rate[0], rate[1]};
+}
+
+// Writes `mib` MiB of text documents (the sample's documents, numbered) as 64 MiB shards.
+void generate_corpus(const std::string& sample, const std::string& dir, int64_t mib) {
+  const std::vector<std::string> docs = read_documents(sample);
   std::filesystem::create_directories(dir);
   const int64_t shard_bytes = 64ll << 20, total = mib << 20;
   int64_t written = 0, doc = 0;
@@ -162,6 +187,7 @@ int main(int argc, char** argv) {
   if (const char* s = std::getenv("HLP_SOURCE_DIR")) root = s;
   std::string sample = root + "/datasets/sample/corpus.txt";
   std::string spm = root + "/datasets/sample/spm.model";
+  std::string hf_json = HLP_QWEN3_TOKENIZER_DEFAULT;
   std::string gen_dir = "/tmp/hlp-bench-data";
   std::vector<int64_t> sizes_mib = {1024, 2048};
   double seconds = 3.0;
@@ -178,6 +204,7 @@ int main(int argc, char** argv) {
         return stream_only(path, std::atoi(value().c_str()));
       } else if (a == "--sample") sample = value();
       else if (a == "--spm") spm = value();
+      else if (a == "--hf-json") hf_json = value();
       else if (a == "--gen-dir") gen_dir = value();
       else if (a == "--seconds") seconds = std::atof(value().c_str());
       else if (a == "--keep") keep = true;
@@ -187,8 +214,8 @@ int main(int argc, char** argv) {
         std::string item;
         while (std::getline(ss, item, ',')) sizes_mib.push_back(std::atoll(item.c_str()));
       } else if (a == "-h" || a == "--help") {
-        std::printf("usage: hlp-bench-data [--sample FILE] [--spm FILE] [--gen-dir DIR] "
-                    "[--sizes-mib 1024,2048] [--seconds S] [--keep]\n");
+        std::printf("usage: hlp-bench-data [--sample FILE] [--spm FILE] [--hf-json FILE] "
+                    "[--gen-dir DIR] [--sizes-mib 1024,2048|''] [--seconds S] [--keep]\n");
         return 0;
       } else {
         throw hlp::user_error("unknown argument '", a, "' (see --help)");
@@ -196,9 +223,11 @@ int main(int argc, char** argv) {
     }
 
     std::printf("# hlp-bench-data: loader throughput (read + tokenize + pack), %s\n", sample.c_str());
-    std::printf("%-14s %8s %14s %14s %16s %12s\n", "tokenizer", "threads", "tokens_per_s",
-                "cpu_s_per_s", "tokens_per_cpu_s", "wait_s");
-    for (const std::string& tok : {std::string("byte"), spm}) {
+    std::printf("%-14s %8s %14s %18s %14s %16s %12s\n", "tokenizer", "threads", "tokens_per_s",
+                "tokens_per_s_per_thread", "cpu_s_per_s", "tokens_per_cpu_s", "wait_s");
+    const std::pair<std::string, std::string> tokenizers[] = {
+        {"byte", "byte"}, {"sentencepiece", spm}, {"tokenizer.json", hf_json}};
+    for (const auto& [label, tok] : tokenizers) {
       for (int threads : {1, 2}) {
         DataOptions o;
         o.path = sample;
@@ -207,12 +236,16 @@ int main(int argc, char** argv) {
         o.global_batch = 8;
         o.loader_threads = threads;
         const Rate r = measure_loader(o, seconds);
-        std::printf("%-14s %8d %14.0f %14.2f %16.0f %12.3f\n",
-                    tok == "byte" ? "byte" : "sentencepiece", threads, r.tokens_per_s,
-                    r.cpu_per_wall, r.tokens_per_s / r.cpu_per_wall, r.wait_s);
+        std::printf("%-14s %8d %14.0f %18.0f %14.2f %16.0f %12.3f\n", label.c_str(), threads,
+                    r.tokens_per_s, r.tokens_per_s / threads, r.cpu_per_wall,
+                    r.tokens_per_s / r.cpu_per_wall, r.wait_s);
         std::fflush(stdout);
       }
     }
+    const auto [cold, warm] = measure_encode(hf_json, sample);
+    std::printf("# tokenizer.json encode() alone, 1 thread: %.0f tokens/s first pass (empty word "
+                "cache), %.0f tokens/s second pass\n# target: >= 1 M tokens/s per loader thread\n",
+                cold, warm);
 
     std::printf("\n# peak RSS while streaming one epoch of a generated corpus (byte, 2 threads, "
                 "G=8, T=1024)\n");

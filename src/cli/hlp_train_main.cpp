@@ -10,12 +10,16 @@
 #include "cli/train_job.h"
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
+#include "data/tokenizer.h"
 
 int main(int argc, char** argv) {
   const int rank = hlp::cli::launcher_rank();
   hlp::cli::ParsedArgs args;
   try {
     args = hlp::cli::parse_train_args(argc, argv);
+    // A bad tokenizer file fails here, before MPI starts, like a bad option: one line, exit 2
+    // on every rank (after MPI_Init a UserError ends the job through MPI_Abort).
+    if (args.action == hlp::cli::Action::Train) hlp::data::make_tokenizer(args.config.tokenizer);
   } catch (const hlp::UserError& e) {
     // Every rank parses the same arguments and fails the same way: print once, exit everywhere.
     if (rank == 0) std::fprintf(stderr, "hlp-train: error: %s\n", e.what());

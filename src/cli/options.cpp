@@ -119,7 +119,8 @@ void describe(OptionTable& t, Descriptions& d) {
         "training text: a file, a directory or a glob of .txt (blank-line separated documents) "
         "and .jsonl files; default: the sample corpus shipped in datasets/sample");
   t.add(data, "jsonl-field", &C::jsonl_field, "field of each .jsonl object holding the text");
-  t.add(data, "tokenizer", &C::tokenizer, "byte (no files needed) | FILE.model (SentencePiece)");
+  t.add(data, "tokenizer", &C::tokenizer, "byte (no files needed) | FILE.model (SentencePiece) | FILE.json (Hugging Face "
+        "byte-level BPE, e.g. build/datasets/qwen3/tokenizer.json); its vocabulary sets the model's");
   t.add(data, "loader-threads", &C::loader_threads, "tokenizer threads per rank");
   t.add(data, "queue-depth", &C::queue_depth, "packed sequences buffered ahead per rank");
   t.add(data, "seq-len", &C::seq_len, "tokens per sequence (T)");

@@ -28,7 +28,7 @@ namespace hlp::data {
 
 struct DataOptions {
   std::string path;                   // file, directory or glob of .txt / .jsonl
-  std::string tokenizer = "byte";     // "byte" or a SentencePiece .model file
+  std::string tokenizer = "byte";     // "byte", a SentencePiece .model or a tokenizer.json
   std::string jsonl_field = "text";   // the string field of a .jsonl object that holds the text
   int seq_len = 256;                  // T; every row holds T+1 tokens
   int global_batch = 8;               // G sequences per step over all dp ranks

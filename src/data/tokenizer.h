@@ -4,6 +4,9 @@
 //
 //   "byte"            ByteTokenizer: ids 0..255 are the UTF-8 bytes, 256 is <|endoftext|>.
 //   "path/x.model"    SentencePieceTokenizer (libsentencepiece); end-of-text = the model's </s>.
+//   "path/x.json"     byte-level BPE of a Hugging Face tokenizer.json (bpe_tokenizer.cpp, e.g.
+//                     Qwen3's); end-of-text = <|endoftext|>; text of an added token inside a
+//                     document encodes to that token's id, as in Hugging Face.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,7 +23,8 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int vocab_size() const = 0;  // every id is in [0, vocab_size)
   virtual int eot_id() const = 0;      // separates packed documents
-  // "byte" or "sentencepiece:<file name>#<content hash>"; recorded in cursors and results.
+  // "byte", "sentencepiece:<file name>#<content hash>" or "hf-bpe:<file name>#<content hash>";
+  // recorded in cursors and results.
   virtual std::string name() const = 0;
 };
 
@@ -34,8 +38,9 @@ class ByteTokenizer final : public Tokenizer {
   std::string name() const override { return "byte"; }
 };
 
-// spec: "byte" or a path to a SentencePiece .model file. Throws hlp::UserError for a missing
-// file or one that is not a SentencePiece model.
+// spec: "byte", a path to a Hugging Face tokenizer.json (name ends in .json) or to a
+// SentencePiece .model file. Throws hlp::UserError for a missing file, one that is not a
+// SentencePiece model, or a tokenizer.json HLP cannot run (the message names the component).
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
 }  // namespace hlp::data

@@ -32,7 +32,7 @@ struct TrainConfig {
   // data
   std::string data;                 // file, directory or glob of .txt / .jsonl
   std::string jsonl_field = "text";
-  std::string tokenizer = "byte";   // byte | FILE.model (SentencePiece)
+  std::string tokenizer = "byte";   // byte | FILE.model (SentencePiece) | FILE.json (HF BPE)
   int loader_threads = 2;
   int queue_depth = 8;
   int seq_len = 128;
