@@ -164,4 +164,11 @@ HeldBytes ShardedStrategy::held_bytes() const {
   return h;
 }
 
+std::vector<model::hf::HeldTensor> ShardedStrategy::held_tensors() {
+  std::vector<model::hf::HeldTensor> out;
+  for (auto& u : units_)
+    for (auto& h : u->held_tensors()) out.push_back(std::move(h));
+  return out;
+}
+
 }  // namespace hlp::parallel

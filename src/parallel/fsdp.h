@@ -29,6 +29,7 @@ class ShardedStrategy : public Strategy {
   HeldBytes held_bytes() const override;
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
+  std::vector<model::hf::HeldTensor> held_tensors() override;
 
   // Used by the autograd function that wraps each block (fsdp.cpp).
   torch::Tensor block_forward(int64_t block, const torch::Tensor& x_in);

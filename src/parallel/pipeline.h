@@ -60,6 +60,7 @@ class PipelineStrategy : public Strategy {
   HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_}; }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
+  std::vector<model::hf::HeldTensor> held_tensors() override;
 
   const StageSplit& split() const { return split_; }
   int stage() const { return stage_; }

@@ -28,6 +28,7 @@ class ReplicatedStrategy : public Strategy {
   HeldBytes held_bytes() const override;
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
+  std::vector<model::hf::HeldTensor> held_tensors() override;
 
  protected:
   // Gives every trainable parameter a persistent gradient tensor and fills slots_.

@@ -78,4 +78,8 @@ void ReplicatedStrategy::zero_grad() {
 
 HeldBytes ReplicatedStrategy::held_bytes() const { return {param_bytes_, grad_bytes_}; }
 
+std::vector<model::hf::HeldTensor> ReplicatedStrategy::held_tensors() {
+  return whole_held_tensors(*model_, !options_.dp_comm || options_.dp_comm->rank() == 0);
+}
+
 }  // namespace hlp::parallel

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "common/error.h"
+#include "model/hf/held_tensor.h"
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "parallel/optim_slot.h"
@@ -85,6 +87,15 @@ class Strategy {
   // Parameters of the whole model (numel) and trainable (numel), for the result file.
   virtual int64_t params_total() const = 0;
   virtual int64_t params_trainable() const = 0;
+
+  // What this rank holds of every parameter — whole tensors, a stage's layers, FSDP2 rows, TP
+  // slices — as regions of the whole named tensors (model/hf/held_tensor.h). --init-from and
+  // --load-adapter fill exactly these regions; --save-adapter gathers the primary ones.
+  virtual std::vector<model::hf::HeldTensor> held_tensors() {
+    throw user_error("--strategy ", name(), ": loading or saving weights by name "
+                     "(--init-from, --load-adapter, --save-adapter) is not implemented; use "
+                     "single, ddp, fsdp2, pp or tp");
+  }
 };
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options);
