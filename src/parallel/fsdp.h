@@ -23,6 +23,7 @@ class ShardedStrategy : public Strategy {
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;
+  torch::Tensor eval_logits(const std::vector<MicroBatch>& micro_batches) override;
   std::vector<OptimSlot>& optim_slots() override { return slots_; }
   double grad_norm() override;
   void zero_grad() override;

@@ -77,6 +77,9 @@ class Strategy {
                                   PhaseTimes& times) = 0;
   // Global mean loss without gradients (evaluation); collective like forward_backward.
   virtual double eval_loss(const std::vector<MicroBatch>& micro_batches) = 0;
+  // Logits of this rank's micro-batches, concatenated: [M*B, T, V] float32, on every pp / tp
+  // rank of the data-parallel group (collective like eval_loss). For checking loaded weights.
+  virtual torch::Tensor eval_logits(const std::vector<MicroBatch>& micro_batches) = 0;
 
   virtual std::vector<OptimSlot>& optim_slots() = 0;
   // Global L2 norm of the gradient over all trainable parameters (collective where sharded).

@@ -2,6 +2,7 @@
 // conversion, the HF <-> HLP name table, config.json -> ModelConfig. The fixture
 // (make_fixture.py, written by Python without HLP) is in $HLP_HF_FIXTURE.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -179,7 +180,7 @@ TEST_CASE("config.json: Jet-Nemotron-2B's config.json equals the jet-nemotron-2b
   CHECK(from_json.rope_theta == p.rope_theta);
 }
 
-TEST_CASE("config.json: Qwen2 configs load; unimplemented fields are named errors", "[hf]") {
+TEST_CASE("config.json: Qwen2 configs load, unimplemented fields are named errors", "[hf]") {
   const std::string dir = temp_dir("qwen2");
   const std::string base = R"("model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
     "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 4,

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "model/accounting.h"
 #include "model/hf/checkpoint.h"
 #include "model/hf/config_json.h"
 #include "model/hf/peft.h"
@@ -38,6 +39,7 @@ Reference reference() {
 }
 
 struct Run {
+  std::shared_ptr<comm::Communicator> comm;  // the ranks this run spans
   std::shared_ptr<parallel::Mesh> mesh;
   parallel::StrategyOptions options;
   std::unique_ptr<parallel::Strategy> strategy;
@@ -46,8 +48,8 @@ struct Run {
 // strategy "single" runs on this rank alone; the others over the world.
 Run make_run(const std::string& strategy, int tp, int pp, const model::LoraConfig& lora) {
   Run r;
-  auto comm = strategy == "single" ? test::self() : test::world();
-  r.mesh = std::make_shared<parallel::Mesh>(comm, tp, pp);
+  r.comm = strategy == "single" ? test::self() : test::world();
+  r.mesh = std::make_shared<parallel::Mesh>(r.comm, tp, pp);
   r.options.name = strategy;
   r.options.model = hf::read_hf_config(fixture()).config;
   r.options.lora = lora;
@@ -75,7 +77,7 @@ std::vector<parallel::MicroBatch> micro_batches(const Reference& ref, const para
 torch::Tensor whole_model_logits(Run& run, const Reference& ref) {
   auto which = hf::expected_base_tensors(run.options.model);
   for (auto& e : hf::expected_adapter_tensors(run.options.model, run.options.lora)) which.push_back(e);
-  auto whole = train::gather_whole(which, *run.strategy, *test::world());
+  auto whole = train::gather_whole(which, *run.strategy, *run.comm);
   model::HybridLM m(run.options.model, 0);
   model::apply_lora(m, run.options.lora);
   torch::NoGradGuard no_grad;
@@ -107,6 +109,12 @@ TEST_CASE("init-from: single, fsdp2, pp2 and tp2 compute the Python reference lo
       // The distributed forward: global mean loss vs the peer's.
       const double loss = run.strategy->eval_loss(micro_batches(ref, *run.mesh));
       CHECK(std::abs(loss - ref.loss) < 1e-5);
+      // The distributed forward's logits for this rank's rows.
+      const auto mine = micro_batches(ref, *run.mesh);
+      const int64_t first_row = run.mesh->coord().dp * int64_t(mine.size());
+      const auto dist_logits = run.strategy->eval_logits(mine);
+      CHECK((dist_logits - ref.logits.narrow(0, first_row, int64_t(mine.size())))
+                .abs().max().item<double>() < 1e-5);
       // Every element loaded into the right place: the reassembled model's logits.
       const auto logits = whole_model_logits(run, ref);
       CHECK((logits - ref.logits).abs().max().item<double>() < 1e-5);

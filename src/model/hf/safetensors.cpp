@@ -84,6 +84,17 @@ void to_float(const std::string& dtype, const uint8_t* src, float* dst, int64_t 
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  try {
+    open_and_validate();
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    if (map_) ::munmap(const_cast<uint8_t*>(map_), map_bytes_);
+    if (fd_ >= 0) ::close(fd_);
+    throw;
+  }
+}
+
+void SafetensorsFile::open_and_validate() {
+  const std::string& path = path_;
   fd_ = ::open(path.c_str(), O_RDONLY);
   if (fd_ < 0) throw user_error("cannot open safetensors file '", path, "': ", std::strerror(errno));
   struct stat st {};

@@ -60,6 +60,8 @@ class SafetensorsFile {
   torch::Tensor read(const std::string& name, torch::ScalarType dtype = torch::kFloat) const;
 
  private:
+  void open_and_validate();
+
   std::string path_;
   int fd_ = -1;
   const uint8_t* map_ = nullptr;
