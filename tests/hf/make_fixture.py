@@ -126,7 +126,7 @@ def build_model():
             elif name.endswith("norm.weight"):
                 p.copy_(1 + 0.1 * torch.randn_like(p))
             elif name.startswith("embed_tokens"):
-                p.copy_(0.5 * torch.randn_like(p))
+                p.copy_(0.1 * torch.randn_like(p))  # logits of order 1: fp32 noise well below 1e-5
             else:  # projections, biases, kernel generator
                 p.copy_(0.2 * torch.randn_like(p))
     for block in model.blocks:  # Jet's o_norm uses the jet norm_eps, not rms_norm_eps
