@@ -29,6 +29,7 @@ WeightLoadReport load_into(const model::hf::HfCheckpoint& ckpt,
 WeightLoadReport init_from_checkpoint(const std::string& path, const model::ModelConfig& config,
                                       parallel::Strategy& strategy) {
   const int64_t before = metrics::CpuAllocatorCounter::current_bytes();
+  const int64_t peak_before = metrics::CpuAllocatorCounter::peak_bytes();
   metrics::CpuAllocatorCounter::reset_peak();
   const double t0 = now_s();
   model::hf::HfCheckpoint ckpt(path);
@@ -38,6 +39,7 @@ WeightLoadReport init_from_checkpoint(const std::string& path, const model::Mode
   WeightLoadReport r = load_into(ckpt, expected, strategy);
   r.seconds = now_s() - t0;
   r.allocated_before = before;
+  r.peak_before = peak_before;
   r.peak_during = metrics::CpuAllocatorCounter::peak_bytes();
   return r;
 }

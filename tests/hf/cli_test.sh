@@ -39,9 +39,15 @@ printf '%s\n' "$out" | grep -F "model.gdn_norm_eps = 1e-05  <- config.json: effi
   || fail "--print-config lacks the provenance of gdn_norm_eps: $out"
 
 out=$(timeout -k 5 300 "$mpi" -n 2 "$train" --strategy fsdp2 "${common[@]}" --steps 5 --lr 1e-2 \
-      --init-from "$fx" --save-adapter "$tmp/adapter" 2>&1) || fail "training run: $out"
+      --init-from "$fx" --save-adapter "$tmp/adapter" --checkpoint-dir "$tmp/ckpt" \
+      --checkpoint-every 3 2>&1) || fail "training run: $out"
 printf '%s\n' "$out" | grep -E "init-from|PEFT|step 5/5"
 /usr/bin/python3 "$(dirname "$0")/check_adapter.py" "$tmp/adapter" 4 || fail "adapter files"
+for k in 3 5; do  # the adapter beside each checkpoint
+  /usr/bin/python3 "$(dirname "$0")/check_adapter.py" "$tmp/ckpt/step_$k/adapter" 4 || fail "checkpoint $k adapter"
+done
+cmp "$tmp/adapter/adapter_model.safetensors" "$tmp/ckpt/step_5/adapter/adapter_model.safetensors" \
+  || fail "final adapter differs from the step-5 checkpoint's"
 out=$(timeout -k 5 300 "$mpi" -n 2 "$train" --strategy pp "${common[@]}" --steps 1 \
       --init-from "$fx" --load-adapter "$tmp/adapter" 2>&1) || fail "--load-adapter run: $out"
 printf '%s\n' "$out" | grep -F -- "--load-adapter $tmp/adapter: r 4" || fail "no load line: $out"

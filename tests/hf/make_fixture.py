@@ -9,7 +9,7 @@ OUTDIR/
   model-0000{1,2}-of-00002.safetensors  F32, Hugging Face names, split across two shards
   model.safetensors.index.json
   bf16/model.safetensors, fp16/model.safetensors   the same weights stored as BF16 / F16
-  reference.safetensors                 tokens I64 [2, 17], logits F32 [2, 16, V], loss F32 [1]
+  reference.safetensors                 tokens I64 [4, 17], logits F32 [4, 16, V], loss F32 [1]
                                          (bench/peer/hlp_peer_model.py on the F32 weights)
   broken/<case>/...                     one defect each: corrupted_header, truncated,
                                          wrong_dtype, missing_shard, shape_mismatch
@@ -164,7 +164,7 @@ def main(out):
         shutil.copy(os.path.join(out, "config.json"), os.path.join(out, sub, "config.json"))
 
     g = torch.Generator().manual_seed(99)
-    tokens = torch.randint(0, VOCAB, (2, 17), generator=g)
+    tokens = torch.randint(0, VOCAB, (4, 17), generator=g)
     with torch.no_grad():
         logits = model(tokens[:, :-1])
         loss = peer.cross_entropy_loss(logits, tokens[:, 1:])
