@@ -125,6 +125,9 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(ft, "save-adapter", &C::save_adapter,
         "write the trained adapter in PEFT format (adapter_model.safetensors + "
         "adapter_config.json) to this directory at the end, and into each checkpoint");
+  t.add(ft, "save-merged", &C::save_merged,
+        "write the merged weights (W + alpha/r B A) as model.safetensors with Hugging Face names "
+        "(+ the --model-config config.json) to this directory at the end");
 
   po::options_description data("Data", 100);
   t.add(data, "data", &C::data,

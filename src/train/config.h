@@ -32,6 +32,7 @@ struct TrainConfig {
   std::string lora_targets = "q_proj,k_proj,v_proj,o_proj";
   std::string load_adapter;  // PEFT adapter directory to start from (its r / alpha / targets win)
   std::string save_adapter;  // PEFT adapter directory written at the end (and in each checkpoint)
+  std::string save_merged;   // directory for merged full weights (HF names) at the end; "" = none
 
   // data
   std::string data;                 // file, directory or glob of .txt / .jsonl

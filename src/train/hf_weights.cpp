@@ -1,5 +1,6 @@
 #include "train/hf_weights.h"
 
+#include <filesystem>
 #include <set>
 
 #include "common/clock.h"
@@ -101,6 +102,36 @@ void save_adapter(const std::string& dir, const model::ModelConfig& config,
     throw user_error("--save-adapter needs LoRA (--lora-rank > 0); a full finetune has no adapter");
   auto whole = gather_adapter(config, lora, strategy, world);
   if (world.rank() == 0) model::hf::write_peft_adapter(dir, whole, config, lora, base_model_name_or_path);
+  world.barrier();
+}
+
+void save_merged(const std::string& dir, const model::ModelConfig& config,
+                 const model::LoraConfig& lora, const std::string& config_json,
+                 parallel::Strategy& strategy, comm::Communicator& world) {
+  const auto adapters = lora.full_finetune() ? std::map<std::string, torch::Tensor>{}
+                                             : gather_adapter(config, lora, strategy, world);
+  std::vector<std::pair<std::string, torch::Tensor>> merged;  // rank 0: (HF name, tensor)
+  for (const auto& e : model::hf::expected_base_tensors(config)) {
+    auto whole = gather_whole({e}, strategy, world).at(e.hlp_name);  // one tensor at a time
+    if (world.rank() != 0) continue;
+    const std::string module = e.hlp_name.substr(0, e.hlp_name.rfind('.'));
+    auto a = adapters.find(module + ".lora_A");
+    if (e.hlp_name == module + ".weight" && a != adapters.end())
+      whole += lora.scale() * torch::matmul(adapters.at(module + ".lora_B"), a->second);
+    merged.emplace_back(e.file_name, whole.clone());
+  }
+  if (world.rank() == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw user_error("--save-merged: cannot create '", dir, "': ", ec.message());
+    model::hf::write_safetensors(dir + "/model.safetensors", merged, {{"format", "pt"}});
+    if (!config_json.empty()) {
+      std::filesystem::path from = config_json;
+      if (std::filesystem::is_directory(from)) from /= "config.json";
+      std::filesystem::copy_file(from, std::filesystem::path(dir) / "config.json",
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
+  }
   world.barrier();
 }
 

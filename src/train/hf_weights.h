@@ -52,4 +52,12 @@ void save_adapter(const std::string& dir, const model::ModelConfig& config,
                   const model::LoraConfig& lora, const std::string& base_model_name_or_path,
                   parallel::Strategy& strategy, comm::Communicator& world);
 
+// Collective: every base tensor is gathered one at a time onto rank 0, merged with its adapter
+// (W += alpha / r * B A) and written as DIR/model.safetensors with Hugging Face names; the
+// config.json at `config_json` (if any) is copied beside it, so DIR works as --init-from.
+// Rank 0 holds the whole model while writing; the others one tensor at a time.
+void save_merged(const std::string& dir, const model::ModelConfig& config,
+                 const model::LoraConfig& lora, const std::string& config_json,
+                 parallel::Strategy& strategy, comm::Communicator& world);
+
 }  // namespace hlp::train

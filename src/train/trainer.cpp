@@ -250,6 +250,10 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     save_adapter(c.save_adapter, so.model, so.lora, base_model_name, *strategy, *world);
     if (world->rank() == 0) std::printf("[hlp-train] wrote PEFT adapter %s\n", c.save_adapter.c_str());
   }
+  if (!c.save_merged.empty() && !outcome.stopped_by_signal) {
+    save_merged(c.save_merged, so.model, so.lora, c.model_config, *strategy, *world);
+    if (world->rank() == 0) std::printf("[hlp-train] wrote merged weights %s\n", c.save_merged.c_str());
+  }
   if (pipeline) outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
   outcome.held = strategy->held_bytes();
   outcome.optimizer_bytes = optimizer.state_bytes();

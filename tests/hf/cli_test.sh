@@ -2,8 +2,9 @@
 # hlp-train with Hugging Face inputs and PEFT outputs, end to end (2 MPI ranks):
 #  1. each defective checkpoint: exit 2 and exactly one error line naming the defect (no hang);
 #  2. an unimplemented config.json field: exit 2 naming the field; --print-config provenance;
-#  3. LoRA 5 steps from the fixture with --save-adapter; the files open in Python (json + torch)
-#     with PEFT's names; a fresh run starts from them with --load-adapter.
+#  3. LoRA 5 steps from the fixture with --save-adapter (and in each checkpoint) and
+#     --save-merged; the files open in Python (json + torch) with PEFT's names, the merged
+#     weights equal base + alpha/r B A; fresh runs start from --load-adapter and from the merge.
 set -u
 train=$1
 fx=$HLP_HF_FIXTURE
@@ -40,12 +41,16 @@ printf '%s\n' "$out" | grep -F "model.gdn_norm_eps = 1e-05  <- config.json: effi
 
 out=$(timeout -k 5 300 "$mpi" -n 2 "$train" --strategy fsdp2 "${common[@]}" --steps 5 --lr 1e-2 \
       --init-from "$fx" --save-adapter "$tmp/adapter" --checkpoint-dir "$tmp/ckpt" \
-      --checkpoint-every 3 2>&1) || fail "training run: $out"
+      --checkpoint-every 3 --save-merged "$tmp/merged" 2>&1) || fail "training run: $out"
 printf '%s\n' "$out" | grep -E "init-from|PEFT|step 5/5"
 /usr/bin/python3 "$(dirname "$0")/check_adapter.py" "$tmp/adapter" 4 || fail "adapter files"
 for k in 3 5; do  # the adapter beside each checkpoint
   /usr/bin/python3 "$(dirname "$0")/check_adapter.py" "$tmp/ckpt/step_$k/adapter" 4 || fail "checkpoint $k adapter"
 done
+/usr/bin/python3 "$(dirname "$0")/check_merged.py" "$tmp/merged" "$fx" "$tmp/adapter" || fail "merged weights"
+out=$(timeout -k 5 300 "$mpi" -n 2 "$train" --strategy tp --model-config "$tmp/merged" --seq-len 16 \
+      --global-batch 2 --micro-batch 1 --steps 1 --threads 1 --loader-threads 1 \
+      --init-from "$tmp/merged" 2>&1) || fail "--init-from the merged weights: $out"
 cmp "$tmp/adapter/adapter_model.safetensors" "$tmp/ckpt/step_5/adapter/adapter_model.safetensors" \
   || fail "final adapter differs from the step-5 checkpoint's"
 out=$(timeout -k 5 300 "$mpi" -n 2 "$train" --strategy pp "${common[@]}" --steps 1 \
