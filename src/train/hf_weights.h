@@ -22,7 +22,7 @@ struct WeightLoadReport {
   int64_t bytes_written = 0;   // bytes of this rank's tensors filled
   int64_t bytes_held = 0;      // bytes of everything this rank holds (base + adapters)
   double seconds = 0.0;        // header checks + reading + conversion
-  int64_t peak_before = 0;       // CPU allocator peak before loading: building the strategy
+  int64_t peak_before = 0;       // CPU allocator peak before loading: start-up + building the strategy
   int64_t allocated_before = 0;  // CPU allocator counter before loading (bytes)
   int64_t peak_during = 0;       // its peak while loading (bytes)
 };

@@ -133,7 +133,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     // One line per rank: what it read and its allocator peak while reading.
     std::printf("[hlp-train] rank %d: --init-from %s: %lld tensors, %.1f MiB read into %.1f MiB "
                 "held in %.3f s; allocator %.1f MiB before, peak %.1f MiB while loading "
-                "(%.1f MiB while building the strategy)\n",
+                "(peak before loading %.1f MiB: start-up and building the strategy)\n",
                 world->rank(), c.init_from.c_str(), (long long)r.tensors,
                 double(r.bytes_written) / (1 << 20), double(r.bytes_held) / (1 << 20), r.seconds,
                 double(r.allocated_before) / (1 << 20), double(r.peak_during) / (1 << 20),

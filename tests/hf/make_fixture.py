@@ -65,8 +65,7 @@ PEER = {"pattern": "GAGS", "hidden": HIDDEN, "mlp_hidden": MLP, "vocab": VOCAB, 
         "attn_kv_heads": 2, "attn_head_dim": 8, "attn_qkv_bias": True, "window": 5,
         "rope_theta": 10000.0, "gdn_heads": 2, "gdn_head_dim_k": 8, "gdn_head_dim_v": 16,
         "gdn_conv_width": 4, "gdn_chunk": 64, "gdn_variant": "jetblock", "gdn_dconv_reduction": 8,
-        "rms_eps": 1e-6, "tied_embeddings": True}
-JET_NORM_EPS = 1e-5
+        "rms_eps": 1e-6, "gdn_norm_eps": 1e-5, "tied_embeddings": True}
 
 
 def hf_name(peer_name):
@@ -129,9 +128,6 @@ def build_model():
                 p.copy_(0.1 * torch.randn_like(p))  # logits of order 1: fp32 noise well below 1e-5
             else:  # projections, biases, kernel generator
                 p.copy_(0.2 * torch.randn_like(p))
-    for block in model.blocks:  # Jet's o_norm uses the jet norm_eps, not rms_norm_eps
-        if hasattr(block.mixer, "o_norm"):
-            block.mixer.o_norm.eps = JET_NORM_EPS
     return model
 
 
