@@ -59,6 +59,7 @@ TEST_CASE("safetensors: written tensors read back bit-exactly, by region", "[hf]
   auto b_dest = torch::empty({2, 1, 2}, torch::kLong);
   f.read_region("b", Region::whole({2, 3, 4}).narrowed(1, 2, 1).narrowed(2, 1, 2), b_dest);
   CHECK(torch::equal(b_dest, b.narrow(1, 2, 1).narrow(2, 1, 2)));
+  fs::remove_all(fs::path(path).parent_path());
 }
 
 TEST_CASE("safetensors: BF16 and F16 checkpoints convert to float32 exactly", "[hf]") {
@@ -177,6 +178,7 @@ TEST_CASE("config.json: Jet-Nemotron-2B's config.json equals the jet-nemotron-2b
   CHECK(from_json.pattern == p.pattern);
   CHECK(from_json.window == p.window);
   CHECK(from_json.rope_theta == p.rope_theta);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("config.json: Qwen2 configs load, unimplemented fields are named errors", "[hf]") {
@@ -205,6 +207,7 @@ TEST_CASE("config.json: Qwen2 configs load, unimplemented fields are named error
   CHECK_THAT(error_of(R"("attention_bias": false)"), Catch::Contains("field 'attention_bias' is not implemented"));
   CHECK_THAT(error_of(R"("rope_scaling": {"type": "yarn"})"), Catch::Contains("'rope_scaling'"));
   CHECK_THAT(error_of(R"("hidden_act": "gelu")"), Catch::Contains("'hidden_act'"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("peft: adapter files carry PEFT names and config keys", "[hf]") {
@@ -225,4 +228,5 @@ TEST_CASE("peft: adapter files carry PEFT names and config keys", "[hf]") {
   CHECK(again.rank == 4);
   CHECK(again.alpha == 8);
   CHECK(again.targets == std::vector<std::string>{"q_proj", "v_proj"});
+  fs::remove_all(dir);
 }

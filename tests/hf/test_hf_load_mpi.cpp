@@ -163,6 +163,8 @@ TEST_CASE("adapter round trip: 5 LoRA steps, save, load in a fresh strategy: ide
       CHECK(run.strategy->eval_loss(micro_batches(ref, *run.mesh)) == trained_loss);
       CHECK(torch::equal(whole_model_logits(run, ref), trained_logits));
       CHECK(std::abs(trained_loss - ref.loss) > 1e-4);  // the adapter did change the model
+      test::world()->barrier();
+      if (test::world()->rank() == 0) std::filesystem::remove_all(dir);
     }
   }
 }
