@@ -246,7 +246,7 @@ class GatedDeltaNet(nn.Module):
                                                    prefix + "dynamic_conv1d.")
         self.A_log = nn.Parameter(torch.zeros(H))
         self.dt_bias = nn.Parameter(torch.zeros(H))
-        self.o_norm = RMSNorm(dv, c["rms_eps"])
+        self.o_norm = RMSNorm(dv, c.get("gdn_norm_eps", c["rms_eps"]))  # Jet config: jet.norm_eps
 
     def forward(self, x):
         B, T = x.size(0), x.size(1)

@@ -108,6 +108,7 @@ nlohmann::json config_json(const hlp::model::ModelConfig& c, const hlp::train::T
                 {"gdn_variant", c.gdn_variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet"},
                 {"gdn_dconv_reduction", c.gdn_dconv_reduction},
                 {"rms_eps", c.rms_eps},
+                {"gdn_norm_eps", c.gdn_norm_eps},
                 {"tied_embeddings", c.tied_embeddings}};
   j["lora"] = {{"rank", t.lora_rank}, {"alpha", t.lora_alpha}, {"targets", t.lora_targets}};
   j["data"] = {{"path", t.data},          {"tokenizer", t.tokenizer},

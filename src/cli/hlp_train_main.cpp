@@ -11,6 +11,7 @@
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
 #include "data/tokenizer.h"
+#include "model/hf/config_json.h"
 
 int main(int argc, char** argv) {
   const int rank = hlp::cli::launcher_rank();
@@ -30,7 +31,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args.action == hlp::cli::Action::PrintConfig) {
-    if (rank == 0) std::cout << hlp::cli::to_ini(args.config);
+    if (rank != 0) return 0;
+    std::cout << hlp::cli::to_ini(args.config);
+    if (!args.config.model_config.empty()) {  // where each model value came from
+      try {
+        std::cout << hlp::model::hf::provenance_text(
+            hlp::model::hf::read_hf_config(args.config.model_config));
+      } catch (const hlp::UserError& e) {
+        std::fprintf(stderr, "hlp-train: error: %s\n", e.what());
+        return 2;
+      }
+    }
     return 0;
   }
   auto world = hlp::comm::init_mpi_world(argc, argv, {args.config.comm_timeout_s});

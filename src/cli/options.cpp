@@ -104,6 +104,12 @@ void describe(OptionTable& t, Descriptions& d) {
         "A full attention, S sliding-window attention (e.g. GGGAGGGS)");
   t.add(model, "gdn-mode", &C::gdn_mode,
         "Gated DeltaNet core: chunked (parallel, default) | recurrent (token-by-token reference)");
+  t.add(model, "model-config", &C::model_config,
+        "Hugging Face config.json (or its directory) of a Jet-Nemotron / Qwen2 model; replaces "
+        "--model (docs/hf-checkpoints.md)");
+  t.add(model, "init-from", &C::init_from,
+        "start from pretrained weights: a model directory, a .safetensors file or a "
+        "model.safetensors.index.json (Hugging Face names); each rank reads only what it holds");
   t.add_flag(model, "activation-checkpointing", &C::activation_checkpointing,
              "recompute each block's activations in backward instead of storing them");
 
@@ -113,6 +119,15 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(ft, "lora-dropout", &C::lora_dropout, "dropout on the adapter input");
   t.add(ft, "lora-targets", &C::lora_targets,
         "comma-separated module-name suffixes that get adapters (PEFT-style), or re:REGEX");
+  t.add(ft, "load-adapter", &C::load_adapter,
+        "start from a PEFT LoRA adapter directory (its r, lora_alpha, lora_dropout and "
+        "target_modules replace the --lora-* values)");
+  t.add(ft, "save-adapter", &C::save_adapter,
+        "write the trained adapter in PEFT format (adapter_model.safetensors + "
+        "adapter_config.json) to this directory at the end, and into each checkpoint");
+  t.add(ft, "save-merged", &C::save_merged,
+        "write the merged weights (W + alpha/r B A) as model.safetensors with Hugging Face names "
+        "(+ the --model-config config.json) to this directory at the end");
 
   po::options_description data("Data", 100);
   t.add(data, "data", &C::data,
@@ -191,6 +206,11 @@ void validate(const train::TrainConfig& c) {
   require_positive("flush-every", c.flush_every);
   if (c.micro_batches < 0)
     throw user_error("--micro-batches must be >= 0 (got ", c.micro_batches, ")");
+  if (!c.model_config.empty() && !c.pattern.empty())
+    throw user_error("--pattern cannot change a --model-config model (its checkpoint has the "
+                     "config's layers); drop --pattern");
+  if (!c.save_adapter.empty() && c.lora_rank == 0 && c.load_adapter.empty())
+    throw user_error("--save-adapter needs LoRA (--lora-rank > 0)");
   if (c.lora_rank < 0) throw user_error("--lora-rank must be >= 0 (got ", c.lora_rank, ")");
   if (c.lora_dropout < 0 || c.lora_dropout >= 1)
     throw user_error("--lora-dropout must be in [0, 1) (got ", c.lora_dropout, ")");

@@ -84,6 +84,7 @@ void ModelConfig::validate() const {
                        " leaves no kernel-generator width (gdn_heads * gdn_head_dim_v = ",
                        gdn_heads * gdn_head_dim_v, ")");
     require_positive(gdn_dconv_reduction, "gdn_dconv_reduction");
+    if (!(gdn_norm_eps > 0)) throw user_error("model config: gdn_norm_eps must be > 0");
   }
 }
 

@@ -52,6 +52,7 @@ struct ModelConfig {
   GdnVariant gdn_variant = GdnVariant::gated_deltanet;
   int64_t gdn_dconv_reduction = 8;  // jetblock: kernel generator width = H * dv / reduction
   GdnMode gdn_mode = GdnMode::chunked;
+  double gdn_norm_eps = 1e-6;  // eps of the per-head output RMSNorm (o_norm); Jet config: 1e-5
 
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight

@@ -63,7 +63,7 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
   }
   A_log = register_parameter("A_log", torch::zeros({c.gdn_heads}));
   dt_bias = register_parameter("dt_bias", torch::zeros({c.gdn_heads}));
-  o_norm = register_module("o_norm", RMSNorm(c.gdn_head_dim_v, c.rms_eps));
+  o_norm = register_module("o_norm", RMSNorm(c.gdn_head_dim_v, c.gdn_norm_eps));
 }
 
 namespace {

@@ -138,6 +138,23 @@ double ShardedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) 
   return dp_mean(options_.dp_comm.get(), sum / double(micro_batches.size()));
 }
 
+torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_batches) {
+  torch::NoGradGuard no_grad;
+  PhaseTimes scratch;
+  times_ = &scratch;
+  root().wait_gather(scratch);
+  std::vector<torch::Tensor> out;
+  for (const auto& mb : micro_batches) {
+    AutocastScope autocast(options_.bf16);
+    torch::Tensor x = model_->embed(mb.inputs);                          // [B, T, D]
+    for (int64_t i = 0; i < model_->num_blocks(); ++i) x = block_forward(i, x);
+    out.push_back(model_->head(x).to(torch::kFloat));                    // [B, T, V]
+  }
+  root().release();
+  times_ = nullptr;
+  return torch::cat(out);
+}
+
 double ShardedStrategy::grad_norm() {
   at::Tensor sq = at::full({1}, local_grad_sq(slots_), at::kDouble);
   options_.dp_comm->all_reduce(sq, comm::ReduceOp::Sum);
@@ -155,6 +172,13 @@ HeldBytes ShardedStrategy::held_bytes() const {
     h.grad_bytes += u->grad_bytes();
   }
   return h;
+}
+
+std::vector<model::hf::HeldTensor> ShardedStrategy::held_tensors() {
+  std::vector<model::hf::HeldTensor> out;
+  for (auto& u : units_)
+    for (auto& h : u->held_tensors()) out.push_back(std::move(h));
+  return out;
 }
 
 }  // namespace hlp::parallel

@@ -23,12 +23,14 @@ class ShardedStrategy : public Strategy {
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;
+  torch::Tensor eval_logits(const std::vector<MicroBatch>& micro_batches) override;
   std::vector<OptimSlot>& optim_slots() override { return slots_; }
   double grad_norm() override;
   void zero_grad() override;
   HeldBytes held_bytes() const override;
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
+  std::vector<model::hf::HeldTensor> held_tensors() override;
 
   // Used by the autograd function that wraps each block (fsdp.cpp).
   torch::Tensor block_forward(int64_t block, const torch::Tensor& x_in);

@@ -215,4 +215,24 @@ void PipelineStrategy::record_step(double forward_s, double backward_s, double w
   ++measured_steps_;
 }
 
+std::vector<model::hf::HeldTensor> PipelineStrategy::held_tensors() {
+  const bool dp_primary = options_.dp_comm->rank() == 0;
+  // This stage's parameters (TP slices), or their FSDP2 rows (disjoint over dp).
+  auto held = unit_ ? unit_->held_tensors() : whole_held_tensors(*model_, dp_primary);
+  const int tp = tp_->size(), t = tp_->comm().rank();
+  for (auto& h : held) {
+    const int64_t dim = tp > 1 ? tp_split_dim(h.name) : -1;
+    if (dim >= 0) {  // the TP slice is the t-th of tp equal pieces on `dim`
+      const int64_t slice = h.full_shape[size_t(dim)];
+      h.full_shape[size_t(dim)] = slice * tp;
+      h.region.begin[size_t(dim)] += t * slice;
+    } else if (t != 0) {
+      h.primary = false;  // replicated over tp
+    }
+    // Tied embeddings: the last stage's copy of the matrix is the LM head, a replica.
+    if (h.name == "embed_tokens.weight" && !model_->has_embedding()) h.primary = false;
+  }
+  return held;
+}
+
 }  // namespace hlp::parallel

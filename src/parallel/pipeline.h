@@ -54,12 +54,14 @@ class PipelineStrategy : public Strategy {
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;
+  torch::Tensor eval_logits(const std::vector<MicroBatch>& micro_batches) override;
   std::vector<OptimSlot>& optim_slots() override { return slots_; }
   double grad_norm() override;  // collective over tp and pp
   void zero_grad() override;
   HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_}; }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
+  std::vector<model::hf::HeldTensor> held_tensors() override;
 
   const StageSplit& split() const { return split_; }
   int stage() const { return stage_; }
@@ -109,6 +111,7 @@ class PipelineStrategy : public Strategy {
   std::vector<InFlight> inflight_;
   std::vector<std::pair<comm::WorkPtr, torch::Tensor>> sends_;  // kept alive until waited
   double loss_sum_ = 0.0;
+  std::vector<torch::Tensor>* logits_out_ = nullptr;  // eval_logits: last stage keeps logits
   double compute_cpu_s_ = 0.0;  // thread CPU seconds of this step's compute so far
   int64_t step_ = 0;
   PhaseTimes* times_ = nullptr;

@@ -71,7 +71,9 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
     for (int64_t i = 0; i < model_->num_blocks(); ++i) x = tp_->block_forward(model_->block(i), x);
     if (stage_ == stages_ - 1) {
       // [B, T, D] -> logits [B, T, V] -> mean loss of this micro-batch
-      torch::Tensor loss = model::cross_entropy_loss(model_->head(x), mb.targets);
+      torch::Tensor logits = model_->head(x);
+      if (logits_out_) logits_out_->push_back(logits.detach().to(torch::kFloat));
+      torch::Tensor loss = model::cross_entropy_loss(logits, mb.targets);
       loss_sum_ += loss.item<double>();
       f.output = loss / double(micro_batches_->size());
     } else {
@@ -181,6 +183,21 @@ double PipelineStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches)
   at::Tensor loss = at::full({1}, loss_sum_ / double(M), at::kDouble);
   if (stages_ > 1) mesh_->pp_comm()->broadcast(loss, stages_ - 1);
   return dp_mean(options_.dp_comm.get(), loss.item<double>());
+}
+
+torch::Tensor PipelineStrategy::eval_logits(const std::vector<MicroBatch>& micro_batches) {
+  std::vector<torch::Tensor> kept;
+  logits_out_ = &kept;
+  eval_loss(micro_batches);  // the last stage keeps each micro-batch's logits
+  logits_out_ = nullptr;
+  int64_t rows = 0;
+  for (const auto& mb : micro_batches) rows += mb.inputs.size(0);
+  const int64_t T = micro_batches.at(0).inputs.size(1);
+  torch::Tensor logits = stage_ == stages_ - 1
+                             ? torch::cat(kept)
+                             : torch::empty({rows, T, options_.model.vocab}, torch::kFloat);
+  if (stages_ > 1) mesh_->pp_comm()->broadcast(logits, stages_ - 1);
+  return logits;
 }
 
 }  // namespace hlp::parallel

@@ -22,12 +22,14 @@ class ReplicatedStrategy : public Strategy {
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;
+  torch::Tensor eval_logits(const std::vector<MicroBatch>& micro_batches) override;
   std::vector<OptimSlot>& optim_slots() override { return slots_; }
   double grad_norm() override;
   void zero_grad() override;
   HeldBytes held_bytes() const override;
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
+  std::vector<model::hf::HeldTensor> held_tensors() override;
 
  protected:
   // Gives every trainable parameter a persistent gradient tensor and fills slots_.

@@ -108,6 +108,10 @@ class FlatUnit : public ShardedUnit {
   void zero_grad() override { shard_grad_.zero_(); }
   int64_t param_bytes() const override { return shard_.nbytes(); }
   int64_t grad_bytes() const override { return shard_grad_.nbytes(); }
+  std::vector<model::hf::HeldTensor> held_tensors() const override {
+    throw user_error("--strategy fsdp (flat parameters) cannot load or save weights by name "
+                     "(--init-from, --load-adapter, --save-adapter); use fsdp2");
+  }
 
  private:
   NamedParams params_;
@@ -240,6 +244,23 @@ class PerParamUnit : public ShardedUnit {
     for (auto& e : entries_)
       if (e.trainable) b += e.shard_grad.nbytes();
     return b;
+  }
+
+ public:
+  std::vector<model::hf::HeldTensor> held_tensors() const override {
+    std::vector<model::hf::HeldTensor> out;
+    for (const auto& e : entries_) {
+      const auto valid = comm::shard_range(e.d0, comm_->size(), comm_->rank());
+      if (valid.size() == 0) continue;
+      model::hf::HeldTensor h;
+      h.name = e.name;
+      h.full_shape = e.param.sizes().vec();  // sizes survive free_storage
+      h.region = model::hf::Region::whole(h.full_shape);
+      if (e.param.dim() > 0) h.region = h.region.narrowed(0, valid.begin, valid.size());
+      h.local = e.shard.narrow(0, 0, valid.size()).view(h.region.size);  // rows are contiguous
+      out.push_back(std::move(h));
+    }
+    return out;
   }
 
  private:

@@ -49,6 +49,9 @@ class ShardedUnit {
   virtual void zero_grad() = 0;
   virtual int64_t param_bytes() const = 0;  // persistent: the shard(s)
   virtual int64_t grad_bytes() const = 0;   // persistent: the gradient shard(s)
+  // This rank's shard of every parameter as regions of the unit's (unsharded) parameters;
+  // primary = true (shards are disjoint). Flat units (fsdp) throw UserError.
+  virtual std::vector<model::hf::HeldTensor> held_tensors() const = 0;
 };
 
 std::unique_ptr<ShardedUnit> make_flat_unit(NamedParams params,

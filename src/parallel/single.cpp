@@ -68,6 +68,14 @@ double ReplicatedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batche
   return dp_mean(options_.dp_comm.get(), sum / double(micro_batches.size()));
 }
 
+torch::Tensor ReplicatedStrategy::eval_logits(const std::vector<MicroBatch>& micro_batches) {
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(options_.bf16);
+  std::vector<torch::Tensor> out;
+  for (const auto& mb : micro_batches) out.push_back(model_->forward(mb.inputs).to(torch::kFloat));
+  return torch::cat(out);
+}
+
 double ReplicatedStrategy::grad_norm() { return std::sqrt(local_grad_sq(slots_)); }
 
 void ReplicatedStrategy::zero_grad() {
@@ -75,5 +83,9 @@ void ReplicatedStrategy::zero_grad() {
 }
 
 HeldBytes ReplicatedStrategy::held_bytes() const { return {param_bytes_, grad_bytes_}; }
+
+std::vector<model::hf::HeldTensor> ReplicatedStrategy::held_tensors() {
+  return whole_held_tensors(*model_, !options_.dp_comm || options_.dp_comm->rank() == 0);
+}
 
 }  // namespace hlp::parallel

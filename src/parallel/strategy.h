@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "common/error.h"
+#include "model/hf/held_tensor.h"
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "parallel/optim_slot.h"
@@ -79,6 +81,9 @@ class Strategy {
                                   PhaseTimes& times) = 0;
   // Global mean loss without gradients (evaluation); collective like forward_backward.
   virtual double eval_loss(const std::vector<MicroBatch>& micro_batches) = 0;
+  // Logits of this rank's micro-batches, concatenated: [M*B, T, V] float32, on every pp / tp
+  // rank of the data-parallel group (collective like eval_loss). For checking loaded weights.
+  virtual torch::Tensor eval_logits(const std::vector<MicroBatch>& micro_batches) = 0;
 
   virtual std::vector<OptimSlot>& optim_slots() = 0;
   // Global L2 norm of the gradient over all trainable parameters (collective where sharded).
@@ -89,6 +94,15 @@ class Strategy {
   // Parameters of the whole model (numel) and trainable (numel), for the result file.
   virtual int64_t params_total() const = 0;
   virtual int64_t params_trainable() const = 0;
+
+  // What this rank holds of every parameter — whole tensors, a stage's layers, FSDP2 rows, TP
+  // slices — as regions of the whole named tensors (model/hf/held_tensor.h). --init-from and
+  // --load-adapter fill exactly these regions; --save-adapter gathers the primary ones.
+  virtual std::vector<model::hf::HeldTensor> held_tensors() {
+    throw user_error("--strategy ", name(), ": loading or saving weights by name "
+                     "(--init-from, --load-adapter, --save-adapter) is not implemented; use "
+                     "single, ddp, fsdp2, pp or tp");
+  }
 };
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options);

@@ -74,4 +74,18 @@ int64_t numel_of(const std::vector<std::pair<std::string, torch::Tensor>>& param
   return n;
 }
 
+std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary) {
+  std::vector<model::hf::HeldTensor> out;
+  for (auto& [name, p] : named_params(m)) {
+    model::hf::HeldTensor h;
+    h.name = name;
+    h.local = p.detach();
+    h.full_shape = p.sizes().vec();
+    h.region = model::hf::Region::whole(h.full_shape);
+    h.primary = primary;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 }  // namespace hlp::parallel

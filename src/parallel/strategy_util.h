@@ -57,6 +57,9 @@ class AutocastScope {
 // Parameters with their names, in named_parameters() order.
 std::vector<std::pair<std::string, torch::Tensor>> named_params(const torch::nn::Module& m);
 
+// Every parameter of `m` as a whole HeldTensor (replicas: primary only where `primary`).
+std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary);
+
 int64_t numel_of(const std::vector<std::pair<std::string, torch::Tensor>>& params,
                  bool trainable_only);
 

@@ -92,6 +92,8 @@ torch::Tensor reduce_from_tp_region(const torch::Tensor& x, comm::Communicator* 
   return ReduceFromTpRegion::apply(x, tp_comm);
 }
 
+int64_t tp_split_dim(const std::string& name) { return split_dim(name); }
+
 TpPlacement tp_placement(const std::string& name) {
   if (!inside_block_half(name)) return TpPlacement::Replicated;
   return split_dim(name) >= 0 ? TpPlacement::Sharded : TpPlacement::Partial;

@@ -42,6 +42,8 @@ enum class TpPlacement { Replicated, Sharded, Partial };
 
 // Where a parameter of the model lives under tensor parallelism (by its full name).
 TpPlacement tp_placement(const std::string& name);
+// Dimension along which tensor parallelism slices the parameter `name` (-1: not sliced).
+int64_t tp_split_dim(const std::string& name);
 
 class TensorParallel {
  public:

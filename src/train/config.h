@@ -22,12 +22,17 @@ struct TrainConfig {
   std::string pattern;              // overrides the preset's layer pattern when non-empty
   std::string gdn_mode = "chunked";  // chunked|recurrent
   bool activation_checkpointing = false;
+  std::string model_config;  // Hugging Face config.json (file or directory) instead of --model
+  std::string init_from;     // HF checkpoint: directory, .safetensors or .index.json; "" = seed init
 
   // finetuning
   int lora_rank = 8;  // 0 = full finetune
   double lora_alpha = 16.0;
   double lora_dropout = 0.0;
   std::string lora_targets = "q_proj,k_proj,v_proj,o_proj";
+  std::string load_adapter;  // PEFT adapter directory to start from (its r / alpha / targets win)
+  std::string save_adapter;  // PEFT adapter directory written at the end (and in each checkpoint)
+  std::string save_merged;   // directory for merged full weights (HF names) at the end; "" = none
 
   // data
   std::string data;                 // file, directory or glob of .txt / .jsonl

@@ -18,6 +18,9 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/data_options.h"
+#include "train/hf_weights.h"
+#include "model/hf/config_json.h"
+#include "model/hf/peft.h"
 #include "train/lr_schedule.h"
 
 namespace hlp::train {
@@ -108,10 +111,23 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
 
   parallel::StrategyOptions so;
   so.name = c.strategy;
-  so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
-                 .with_vocab(loader->vocab_size());
+  std::string base_model_name;  // for adapter_config.json
+  if (c.model_config.empty()) {
+    so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
+                   .with_vocab(loader->vocab_size());
+  } else {
+    // The checkpoint decides the vocabulary; the tokenizer's ids must fit in it.
+    const auto hf = model::hf::read_hf_config(c.model_config);
+    so.model = hf.config;
+    so.model.gdn_mode = model::parse_gdn_mode(c.gdn_mode);
+    base_model_name = hf.name_or_path;
+    if (loader->vocab_size() > so.model.vocab)
+      throw user_error("--tokenizer has ", loader->vocab_size(), " ids but --model-config's "
+                       "vocab_size is ", so.model.vocab, "; use the model's tokenizer");
+  }
   so.model.activation_checkpointing = c.activation_checkpointing;
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
+  if (!c.load_adapter.empty()) so.lora = model::hf::read_peft_config(c.load_adapter, so.lora);
   so.seed = c.seed;
   so.bf16 = c.precision == "bf16";
   so.bucket_mb = c.bucket_mb;
@@ -130,6 +146,25 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   so.seq_len = c.seq_len;
   so.recorder = hooks.recorder;
   auto strategy = parallel::make_strategy(so);
+  if (!c.init_from.empty()) {
+    const auto r = init_from_checkpoint(c.init_from, so.model, *strategy);
+    // One line per rank: what it read and its allocator peak while reading.
+    std::printf("[hlp-train] rank %d: --init-from %s: %lld tensors, %.1f MiB read into %.1f MiB "
+                "held in %.3f s; allocator %.1f MiB before, peak %.1f MiB while loading "
+                "(peak before loading %.1f MiB: start-up and building the strategy)\n",
+                world->rank(), c.init_from.c_str(), (long long)r.tensors,
+                double(r.bytes_written) / (1 << 20), double(r.bytes_held) / (1 << 20), r.seconds,
+                double(r.allocated_before) / (1 << 20), double(r.peak_during) / (1 << 20),
+                double(r.peak_before) / (1 << 20));
+    std::fflush(stdout);
+  }
+  if (!c.load_adapter.empty()) {
+    const auto r = load_adapter(c.load_adapter, so.model, so.lora, *strategy);
+    if (world->rank() == 0)
+      std::printf("[hlp-train] --load-adapter %s: r %lld, alpha %g, %lld adapter regions\n",
+                  c.load_adapter.c_str(), (long long)so.lora.rank, so.lora.alpha,
+                  (long long)r.tensors);
+  }
 
   // Held-out batch for --eval-every: the same stream laid out with another seed, read once.
   std::vector<parallel::MicroBatch> eval_micro;
@@ -239,12 +274,23 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                                  : metrics::Recorder::Span();
       save_checkpoint(c.checkpoint_dir, *world, optimizer,
                       {step + 1, c.strategy, mesh_name, pp_split, loader->cursor().serialize()});
+      if (!c.save_adapter.empty())  // the adapter of this checkpoint, beside its rank files
+        save_adapter(c.checkpoint_dir + "/step_" + std::to_string(step + 1) + "/adapter", so.model,
+                     so.lora, base_model_name, *strategy, *world);
     }
     if (stopping) {
       outcome.stopped_by_signal = true;
       clear_stop_signal();
       break;
     }
+  }
+  if (!c.save_adapter.empty() && !outcome.stopped_by_signal) {
+    save_adapter(c.save_adapter, so.model, so.lora, base_model_name, *strategy, *world);
+    if (world->rank() == 0) std::printf("[hlp-train] wrote PEFT adapter %s\n", c.save_adapter.c_str());
+  }
+  if (!c.save_merged.empty() && !outcome.stopped_by_signal) {
+    save_merged(c.save_merged, so.model, so.lora, c.model_config, *strategy, *world);
+    if (world->rank() == 0) std::printf("[hlp-train] wrote merged weights %s\n", c.save_merged.c_str());
   }
   if (pipeline) outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
   outcome.held = strategy->held_bytes();

@@ -1,0 +1,282 @@
+#include "model/hf/config_json.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include "common/error.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace hlp::model::hf {
+namespace {
+
+// Reads the keys of one JSON object, recording which were used; unread keys are errors.
+class Fields {
+ public:
+  Fields(const json& object, std::string where, HfModelConfig& out)
+      : object_(object), where_(std::move(where)), out_(out) {}
+
+  bool has(const std::string& key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+  const json& at(const std::string& key) {
+    used_.insert(key);
+    if (!object_.contains(key))
+      throw user_error(where_, ": field '", key, "' is required but missing");
+    return object_.at(key);
+  }
+  template <typename T>
+  T get(const std::string& key) {
+    try {
+      return at(key).get<T>();
+    } catch (const json::exception&) {
+      throw user_error(where_, ": field '", key, "' has the wrong type (", at(key).dump(), ")");
+    }
+  }
+  double number(const std::string& key) {  // numbers, also written as strings ("1e-5")
+    const json& v = at(key);
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) {
+      try {
+        return std::stod(v.get<std::string>());
+      } catch (const std::exception&) {
+      }
+    }
+    throw user_error(where_, ": field '", key, "' is not a number (", v.dump(), ")");
+  }
+  // Sets a ModelConfig field from `key` and records where it came from.
+  template <typename T>
+  void set(T& field, const char* field_name, const std::string& key) {
+    if constexpr (std::is_same_v<T, double>) field = number(key);
+    else field = get<T>(key);
+    std::ostringstream os;
+    os << field << "  <- " << where_ << ": " << key;
+    out_.provenance.emplace_back(field_name, os.str());
+  }
+  void note(const char* field_name, const std::string& text) {
+    out_.provenance.emplace_back(field_name, text);
+  }
+  // The one value HLP implements (null counts as absent).
+  void expect(const std::string& key, const json& value, const std::string& why) {
+    used_.insert(key);
+    if (!object_.contains(key)) return;
+    const json& v = object_.at(key);
+    if (v.is_null() || v == value) return;
+    if (v.is_number() && value.is_number() && v.get<double>() == value.get<double>()) return;
+    throw user_error(where_, ": field '", key, "' = ", v.dump(), " is not implemented by HLP (",
+                     why, "; HLP implements ", value.dump(), ")");
+  }
+  void no_effect(const std::vector<std::string>& keys) {
+    for (const auto& k : keys)
+      if (object_.contains(k)) {
+        used_.insert(k);
+        out_.no_effect.push_back(where_ + ": " + k);
+      }
+  }
+  void reject_unread() const {
+    for (auto& [key, value] : object_.items())
+      if (!used_.count(key))
+        throw user_error(where_, ": field '", key, "' is not implemented by HLP (it would change "
+                         "the model, and HLP does not silently ignore it); remove it only if it "
+                         "does not matter for your checkpoint");
+  }
+
+ private:
+  const json& object_;
+  std::string where_;
+  HfModelConfig& out_;
+  std::set<std::string> used_;
+};
+
+// Fields that describe the checkpoint or the runtime, never the function HLP computes.
+const std::vector<std::string> kNoEffect = {
+    "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id",
+    "initializer_range", "max_position_embeddings", "torch_dtype", "transformers_version",
+    "use_cache", "_name_or_path", "tokenizer_class", "return_dict", "output_attentions",
+    "output_hidden_states"};
+
+void read_common(Fields& f, ModelConfig& c) {
+  f.set(c.hidden, "hidden", "hidden_size");
+  f.set(c.mlp_hidden, "mlp_hidden", "intermediate_size");
+  f.set(c.vocab, "vocab", "vocab_size");
+  f.set(c.attn_heads, "attn_heads", "num_attention_heads");
+  if (f.has("num_key_value_heads")) {
+    f.set(c.attn_kv_heads, "attn_kv_heads", "num_key_value_heads");
+  } else {
+    c.attn_kv_heads = c.attn_heads;
+    f.note("attn_kv_heads", std::to_string(c.attn_kv_heads) + "  <- = num_attention_heads (no num_key_value_heads)");
+  }
+  if (f.has("head_dim")) {
+    f.set(c.attn_head_dim, "attn_head_dim", "head_dim");
+  } else {
+    c.attn_head_dim = c.hidden / c.attn_heads;
+    f.note("attn_head_dim", std::to_string(c.attn_head_dim) + "  <- hidden_size / num_attention_heads");
+  }
+  f.set(c.rope_theta, "rope_theta", "rope_theta");
+  f.set(c.rms_eps, "rms_eps", "rms_norm_eps");
+  if (f.has("tie_word_embeddings")) {
+    f.set(c.tied_embeddings, "tied_embeddings", "tie_word_embeddings");
+  } else {
+    c.tied_embeddings = true;
+    f.note("tied_embeddings", "1  <- transformers' default (no tie_word_embeddings)");
+  }
+  c.attn_qkv_bias = true;
+  f.note("attn_qkv_bias", "1  <- Qwen2 family: q, k, v with bias, o without");
+  f.expect("hidden_act", "silu", "the MLP is SwiGLU with SiLU");
+  f.expect("rope_scaling", nullptr, "RoPE without scaling");
+  f.expect("attention_dropout", 0.0, "no dropout on attention probabilities");
+  f.expect("use_mrope", false, "1-D RoPE");
+  f.no_effect(kNoEffect);
+}
+
+void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfig& out,
+                       const std::string& where) {
+  read_common(f, c);
+  const auto types = f.get<std::vector<std::string>>("layer_types");
+  const int64_t layers = f.get<int64_t>("num_hidden_layers");
+  if (int64_t(types.size()) != layers)
+    throw user_error(where, ": layer_types has ", types.size(), " entries but num_hidden_layers is ",
+                     layers);
+  c.pattern.clear();
+  for (size_t i = 0; i < types.size(); ++i) {
+    const auto& t = types[i];
+    if (t == "jet") c.pattern += 'G';
+    else if (t == "attn") c.pattern += 'A';
+    else if (t == "swa") c.pattern += 'S';
+    else
+      throw user_error(where, ": layer_types[", i, "] = '", t, "' is not implemented by HLP "
+                       "(jet, attn and swa are)");
+  }
+  f.note("pattern", c.pattern + "  <- " + where + ": layer_types (jet G, attn A, swa S)");
+  // max_window_layers / use_sliding_window are Qwen2's; layer_types decides here.
+  f.no_effect({"max_window_layers", "use_sliding_window", "sliding_window"});
+  c.gdn_variant = GdnVariant::jetblock;
+  f.note("gdn_variant", "jetblock  <- model_type jet_nemotron");
+  const json& eff = f.at("efficient_attention_config");
+  if (!eff.is_object()) throw user_error(where, ": efficient_attention_config is not an object");
+  Fields e(eff, where + ": efficient_attention_config", out);
+  if (c.count_layers(LayerKind::gated_delta) > 0 || eff.contains("jet")) {
+    Fields jet(e.at("jet"), where + ": efficient_attention_config.jet", out);
+    jet.set(c.gdn_heads, "gdn_heads", "num_heads");
+    jet.set(c.gdn_head_dim_k, "gdn_head_dim_k", "head_dim");
+    const double expand_v = jet.number("expand_v");
+    c.gdn_head_dim_v = std::llround(double(c.gdn_head_dim_k) * expand_v);
+    std::ostringstream dv;
+    dv << c.gdn_head_dim_v << "  <- round(head_dim x expand_v " << expand_v << ")";
+    jet.note("gdn_head_dim_v", dv.str());
+    jet.set(c.gdn_conv_width, "gdn_conv_width", "conv_size");
+    jet.set(c.gdn_dconv_reduction, "gdn_dconv_reduction", "dconv_generator_reduction");
+    jet.set(c.gdn_norm_eps, "gdn_norm_eps", "norm_eps");
+    if (eff.at("jet").contains("mode")) {
+      const auto mode = jet.get<std::string>("mode");
+      if (mode == "chunk" || mode == "fused_chunk") c.gdn_mode = GdnMode::chunked;
+      else if (mode == "fused_recurrent" || mode == "recurrent") c.gdn_mode = GdnMode::recurrent;
+      else throw user_error(where, ": efficient_attention_config.jet.mode '", mode, "' is unknown");
+      jet.note("gdn_mode", to_string(c.gdn_mode) + "  <- jet.mode " + mode + " (same math)");
+    }
+    jet.no_effect({"dconv_implementation"});  // which kernel computes the convolution
+    jet.reject_unread();
+  }
+  if (c.count_layers(LayerKind::sliding_window) > 0 || eff.contains("swa")) {
+    Fields swa(e.at("swa"), where + ": efficient_attention_config.swa", out);
+    swa.set(c.window, "window", "window_size");
+    swa.reject_unread();
+  }
+  e.reject_unread();
+  (void)root;
+}
+
+void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
+  read_common(f, c);
+  const int64_t layers = f.get<int64_t>("num_hidden_layers");
+  c.pattern.assign(size_t(layers), 'A');
+  if (f.has("layer_types")) {
+    const auto types = f.get<std::vector<std::string>>("layer_types");
+    if (int64_t(types.size()) != layers)
+      throw user_error(where, ": layer_types has ", types.size(),
+                       " entries but num_hidden_layers is ", layers);
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] == "sliding_attention") c.pattern[i] = 'S';
+      else if (types[i] != "full_attention")
+        throw user_error(where, ": layer_types[", i, "] = '", types[i],
+                         "' is not implemented by HLP (full_attention, sliding_attention are)");
+    }
+    f.no_effect({"use_sliding_window", "max_window_layers"});
+    f.note("pattern", c.pattern + "  <- " + where + ": layer_types");
+  } else {
+    const bool sliding = f.has("use_sliding_window") && f.get<bool>("use_sliding_window");
+    const int64_t max_window_layers =
+        f.has("max_window_layers") ? f.get<int64_t>("max_window_layers") : layers;
+    if (sliding)  // transformers' Qwen2: layers from max_window_layers on use the window
+      for (int64_t i = max_window_layers; i < layers; ++i) c.pattern[size_t(i)] = 'S';
+    f.no_effect({"use_sliding_window", "max_window_layers"});
+    f.note("pattern", c.pattern + "  <- " + where + ": num_hidden_layers, use_sliding_window, "
+                                  "max_window_layers (S from max_window_layers on)");
+  }
+  if (c.count_layers(LayerKind::sliding_window) > 0) {
+    f.set(c.window, "window", "sliding_window");
+  } else {
+    f.no_effect({"sliding_window"});
+  }
+}
+
+}  // namespace
+
+HfModelConfig read_hf_config(const std::string& path) {
+  fs::path file = path;
+  if (fs::is_directory(file)) file /= "config.json";
+  std::ifstream in(file);
+  if (!in) throw user_error("--model-config: cannot read '", file.string(), "'");
+  json root;
+  try {
+    in >> root;
+  } catch (const json::exception& e) {
+    throw user_error("--model-config: '", file.string(), "' is not JSON: ", e.what());
+  }
+  if (!root.is_object()) throw user_error("--model-config: '", file.string(), "' is not a JSON object");
+  HfModelConfig out;
+  const std::string where = file.filename().string();
+  Fields f(root, where, out);
+  out.model_type = f.get<std::string>("model_type");
+  ModelConfig c;
+  if (out.model_type == "jet_nemotron") {
+    read_jet_nemotron(f, root, c, out, where);
+  } else if (out.model_type == "qwen2") {
+    read_qwen2(f, c, where);
+  } else {
+    throw user_error("--model-config: model_type '", out.model_type, "' in '", file.string(),
+                     "' is not implemented by HLP (jet_nemotron and qwen2 are)");
+  }
+  f.reject_unread();
+  out.name_or_path = root.contains("_name_or_path") && root["_name_or_path"].is_string()
+                         ? root["_name_or_path"].get<std::string>()
+                         : fs::absolute(file).parent_path().filename().string();
+  c.name = "hf:" + out.name_or_path;
+  for (const char* f_default : {"gdn_chunk"})
+    out.provenance.emplace_back(f_default, std::to_string(c.gdn_chunk) + "  (HLP default)");
+  try {
+    c.validate();
+  } catch (const UserError& e) {
+    throw user_error("--model-config '", file.string(), "': ", e.what());
+  }
+  out.config = c;
+  return out;
+}
+
+std::string provenance_text(const HfModelConfig& hf) {
+  std::ostringstream os;
+  os << "# model from --model-config (" << hf.model_type << ", " << hf.name_or_path << "):\n";
+  for (const auto& [field, text] : hf.provenance) os << "#   model." << field << " = " << text << "\n";
+  if (!hf.no_effect.empty()) {
+    os << "#   read, no effect on what HLP computes:";
+    for (const auto& n : hf.no_effect) os << " " << n.substr(n.rfind(": ") + 2);
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace hlp::model::hf
