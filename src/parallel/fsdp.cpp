@@ -140,9 +140,7 @@ double ShardedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) 
 
 torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_batches) {
   torch::NoGradGuard no_grad;
-  PhaseTimes scratch;
-  times_ = &scratch;
-  root().wait_gather(scratch);
+  root().wait_gather();
   std::vector<torch::Tensor> out;
   for (const auto& mb : micro_batches) {
     AutocastScope autocast(options_.bf16);
@@ -151,7 +149,6 @@ torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_
     out.push_back(model_->head(x).to(torch::kFloat));                    // [B, T, V]
   }
   root().release();
-  times_ = nullptr;
   return torch::cat(out);
 }
 
