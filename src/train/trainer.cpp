@@ -93,6 +93,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
                  .with_vocab(loader->vocab_size());
   so.model.activation_checkpointing = c.activation_checkpointing;
+  so.model.kernels = model::parse_kernels(c.kernels);
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   so.seed = c.seed;
   so.bf16 = c.precision == "bf16";
