@@ -113,7 +113,7 @@ struct StepSetup {
   torch::Tensor inputs, targets;
   void step() {
     optimizer->zero_grad();
-    cross_entropy_loss(model->forward(inputs), targets).backward();
+    hlp::model::cross_entropy_loss(model->forward(inputs), targets).backward();
     optimizer->step();
   }
 };
@@ -214,7 +214,7 @@ void bench_memory(int64_t T) {
     s->optimizer->zero_grad();
     const int64_t before = CpuAllocatorCounter::current_bytes();
     CpuAllocatorCounter::reset_peak();
-    auto loss = cross_entropy_loss(s->model->forward(s->inputs), s->targets);
+    auto loss = hlp::model::cross_entropy_loss(s->model->forward(s->inputs), s->targets);
     const int64_t held = CpuAllocatorCounter::current_bytes() - before;
     loss.backward();
     const int64_t peak = CpuAllocatorCounter::peak_bytes() - before;

@@ -46,7 +46,8 @@ std::vector<torch::Tensor> outputs_and_grads(
   auto outs = fn(leaves);
   torch::manual_seed(99);
   torch::Tensor loss = torch::zeros({}, kF64);
-  for (const auto& o : outs) loss = loss + (o * torch::randn_like(o)).sum();
+  // randn(sizes), not randn_like: the reference's outputs may have permuted strides
+  for (const auto& o : outs) loss = loss + (o * torch::randn(o.sizes(), kF64)).sum();
   loss.backward();
   std::vector<torch::Tensor> result;
   for (const auto& o : outs) result.push_back(o.detach());
@@ -126,7 +127,7 @@ TEST_CASE("kernels: JetBlock dynamic convolution fused = reference (no windows t
   conv->to(torch::kFloat64);
   {
     torch::NoGradGuard no_grad;
-    conv->w2->weight.normal_(0, 0.5);  // zero-initialised upstream: make the kernels non-trivial
+    for (auto& p : conv->parameters()) p.normal_(0, 0.4);  // built outside HybridLM: no init yet
   }
   const auto x = noncontiguous(B, T, C), gen = noncontiguous(B, T, 8);
   auto run = [&](Kernels k) {
@@ -217,8 +218,8 @@ TEST_CASE("kernels: gated delta rule fused chunked = reference chunked and recur
     in[0] = q.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(true);
     auto r = core(in);
     torch::manual_seed(11);
-    auto loss = (r.output * torch::randn_like(r.output)).sum() +
-                (r.final_state * torch::randn_like(r.final_state)).sum();
+    auto loss = (r.output * torch::randn(r.output.sizes(), kF64)).sum() +
+                (r.final_state * torch::randn(r.final_state.sizes(), kF64)).sum();
     loss.backward();
     std::vector<torch::Tensor> out{r.output.detach(), r.final_state.detach()};
     for (const auto& t : in) out.push_back(t.grad());
@@ -255,11 +256,12 @@ TEST_CASE("kernels: gated delta rule fused without initial state, T < chunk", "[
 
 namespace {
 
-// Five AdamW steps of a LoRA model in float32; returns the losses and the final adapters.
-std::pair<std::vector<double>, std::vector<torch::Tensor>> train_five_steps(ModelConfig c,
-                                                                             Kernels kernels) {
+// Five AdamW steps of a LoRA model; returns the losses and the final adapters.
+std::pair<std::vector<double>, std::vector<torch::Tensor>> train_five_steps(
+    ModelConfig c, Kernels kernels, torch::Dtype dtype) {
   c.kernels = kernels;
   HybridLM model(c, 5);
+  model->to(dtype);
   {
     torch::NoGradGuard no_grad;  // JetBlock's w2 would start at 0: exercise the generator path
     torch::manual_seed(12);
@@ -275,7 +277,7 @@ std::pair<std::vector<double>, std::vector<torch::Tensor>> train_five_steps(Mode
   std::vector<double> losses;
   for (int step = 0; step < 5; ++step) {
     opt.zero_grad();
-    auto loss = cross_entropy_loss(model->forward(tokens.narrow(1, 0, 40)), tokens.narrow(1, 1, 40));
+    auto loss = hlp::model::cross_entropy_loss(model->forward(tokens.narrow(1, 0, 40)), tokens.narrow(1, 1, 40));
     loss.backward();
     opt.step();
     losses.push_back(loss.item<double>());
@@ -287,24 +289,32 @@ std::pair<std::vector<double>, std::vector<torch::Tensor>> train_five_steps(Mode
 
 }  // namespace
 
-TEST_CASE("kernels: 5 training steps fused = reference within 1e-6 (float32)",
+// float32: the losses of 5 steps agree within 1e-6. The adapters after 5 AdamW steps are not
+// compared in float32: Adam divides by sqrt(v), so an entry whose gradient is at rounding level
+// moves by up to lr either way (measured: 1e-3 relative); float64 compares them at 1e-9.
+TEST_CASE("kernels: 5 training steps fused = reference (float32 losses 1e-6, float64 all 1e-9)",
           "[model][kernels][training]") {
   for (auto variant : {GdnVariant::jetblock, GdnVariant::gated_deltanet}) {
-    INFO((variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet"));
-    auto c = preset("tiny").with_pattern("GAGSG");
-    c.gdn_variant = variant;
-    c.gdn_chunk = 16;  // T = 40: three chunks, the last one partial
-    const auto fused_run = train_five_steps(c, Kernels::fused);
-    const auto ref_run = train_five_steps(c, Kernels::reference);
-    for (size_t s = 0; s < 5; ++s) {
-      INFO("step " << s << ": fused " << fused_run.first[s] << " reference " << ref_run.first[s]);
-      CHECK(std::abs(fused_run.first[s] - ref_run.first[s]) / std::abs(ref_run.first[s]) < 1e-6);
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      const bool f64 = dtype == torch::kFloat64;
+      INFO((variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet") << (f64 ? " float64" : " float32"));
+      auto c = preset("tiny").with_pattern("GAGSG");
+      c.gdn_variant = variant;
+      c.gdn_chunk = 16;  // T = 40: three chunks, the last one partial
+      const auto fused_run = train_five_steps(c, Kernels::fused, dtype);
+      const auto ref_run = train_five_steps(c, Kernels::reference, dtype);
+      const double tol = f64 ? 1e-9 : 1e-6;
+      for (size_t s = 0; s < 5; ++s) {
+        INFO("step " << s << ": fused " << fused_run.first[s] << " reference " << ref_run.first[s]);
+        CHECK(std::abs(fused_run.first[s] - ref_run.first[s]) / std::abs(ref_run.first[s]) < tol);
+      }
+      if (!f64) continue;
+      REQUIRE(fused_run.second.size() == ref_run.second.size());
+      double worst = 0;
+      for (size_t i = 0; i < ref_run.second.size(); ++i)
+        worst = std::max(worst, relative_error(fused_run.second[i], ref_run.second[i]));
+      INFO("worst relative parameter difference " << worst);
+      CHECK(worst < tol);
     }
-    REQUIRE(fused_run.second.size() == ref_run.second.size());
-    double worst = 0;
-    for (size_t i = 0; i < ref_run.second.size(); ++i)
-      worst = std::max(worst, relative_error(fused_run.second[i], ref_run.second[i]));
-    INFO("worst relative parameter difference " << worst);
-    CHECK(worst < 1e-6);
   }
 }

@@ -25,20 +25,31 @@ bool applicable(Kernels kernels, std::initializer_list<torch::Tensor> tensors) {
 
 namespace {
 
+// LibTorch 1.13's Function::apply records device and dtype of every tensor argument, so an
+// optional tensor travels as an empty placeholder and is turned back into "undefined" here.
+torch::Tensor placeholder_if_undefined(const torch::Tensor& t, const torch::Tensor& like) {
+  return t.defined() ? t : torch::empty({0}, like.options());
+}
+torch::Tensor undefined_if_placeholder(const torch::Tensor& t) {
+  return t.numel() == 0 ? torch::Tensor() : t;
+}
+
 struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
-  // gate may be undefined (plain RMSNorm)
+  // gate: empty placeholder for a plain RMSNorm
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& gate,
+                               const torch::Tensor& weight, const torch::Tensor& gate_or_empty,
                                double eps) {
+    const auto gate = undefined_if_placeholder(gate_or_empty);
     auto [y, inv_rms] = kernels::rms_norm_forward(x, weight, gate, eps);
-    ctx->save_for_backward({x, weight, gate, inv_rms});
+    ctx->save_for_backward({x, weight, gate_or_empty, inv_rms});
     return y;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    auto [dx, dw, dgate] = kernels::rms_norm_backward(grads[0], saved[0], saved[1], saved[2],
+    const auto gate = undefined_if_placeholder(saved[2]);
+    auto [dx, dw, dgate] = kernels::rms_norm_backward(grads[0], saved[0], saved[1], gate,
                                                       saved[3], ctx->needs_input_grad(1));
-    return {dx, dw, saved[2].defined() ? dgate : torch::Tensor(), torch::Tensor()};
+    return {dx, dw, dgate, torch::Tensor()};
   }
 };
 
@@ -107,18 +118,22 @@ struct GdnGatesFn : torch::autograd::Function<GdnGatesFn> {
 struct GdnChunkedFn : torch::autograd::Function<GdnChunkedFn> {
   static tensor_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const torch::Tensor& beta,
-                             const torch::Tensor& g, const torch::Tensor& initial_state,
+                             const torch::Tensor& g, const torch::Tensor& initial_state_or_empty,
                              int64_t chunk, bool save_states) {
+    const auto initial_state = undefined_if_placeholder(initial_state_or_empty);
     auto [out, final_state, states] =
         kernels::gdn_chunked_forward(q, k, v, beta, g, initial_state, chunk, save_states);
-    ctx->save_for_backward({q, k, v, beta, g, initial_state, states});
+    ctx->save_for_backward({q, k, v, beta, g, initial_state_or_empty,
+                            placeholder_if_undefined(states, v)});
     ctx->saved_data["chunk"] = chunk;
     return {out, final_state};
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto s = ctx->get_saved_variables();
-    auto d = kernels::gdn_chunked_backward(grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], s[5],
-                                           s[6], ctx->saved_data["chunk"].toInt());
+    auto d = kernels::gdn_chunked_backward(grads[0], grads[1], s[0], s[1], s[2], s[3], s[4],
+                                           undefined_if_placeholder(s[5]),
+                                           undefined_if_placeholder(s[6]),
+                                           ctx->saved_data["chunk"].toInt());
     return {d.q, d.k, d.v, d.beta, d.g, d.initial_state, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -126,7 +141,7 @@ struct GdnChunkedFn : torch::autograd::Function<GdnChunkedFn> {
 }  // namespace
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  return RmsNormFn::apply(x, weight, torch::Tensor(), eps);
+  return RmsNormFn::apply(x, weight, placeholder_if_undefined({}, x), eps);
 }
 
 torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& weight,
@@ -159,7 +174,7 @@ GdnResult gated_delta_rule_chunked(const torch::Tensor& q, const torch::Tensor& 
                                    const torch::Tensor& v, const torch::Tensor& beta,
                                    const torch::Tensor& g, const torch::Tensor& initial_state,
                                    int64_t chunk_size, GdnStates states) {
-  auto out = GdnChunkedFn::apply(q, k, v, beta, g, initial_state, chunk_size,
+  auto out = GdnChunkedFn::apply(q, k, v, beta, g, placeholder_if_undefined(initial_state, v), chunk_size,
                                  states == GdnStates::save);
   return {out[0], out[1]};
 }
