@@ -29,8 +29,15 @@ OpProfile profile_ops(const std::function<void()>& work) {
         const Open open = stack.back();
         stack.pop_back();
         const double total_us = open.start->cpuElapsedUs(e);
-        auto& op = by_name[open.start->name()];
-        op.name = open.start->name();
+        // backward nodes of custom Functions: "torch::autograd::CppNode<ns::(anonymous
+        // namespace)::RmsNormFn>" -> "backward: RmsNormFn"
+        std::string name = open.start->name();
+        if (name.rfind("torch::autograd::CppNode<", 0) == 0) {
+          const auto colon = name.rfind("::");
+          name = "backward: " + name.substr(colon + 2, name.size() - colon - 3);
+        }
+        auto& op = by_name[name];
+        op.name = name;
         op.self_ms += (total_us - open.child_us) / 1e3;
         op.calls += 1;
         if (!stack.empty()) stack.back().child_us += total_us;

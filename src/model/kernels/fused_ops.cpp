@@ -1,6 +1,7 @@
 #include "model/kernels/fused_ops.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 
 #include "model/kernels/cpu_kernels.h"
 
@@ -39,6 +40,7 @@ struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& gate_or_empty,
                                double eps) {
+    RECORD_FUNCTION("hlp::fused::rms_norm", std::vector<c10::IValue>());  // named in profiles
     const auto gate = undefined_if_placeholder(gate_or_empty);
     auto [y, inv_rms] = kernels::rms_norm_forward(x, weight, gate, eps);
     ctx->save_for_backward({x, weight, gate_or_empty, inv_rms});
@@ -56,6 +58,7 @@ struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
 struct SwiGluFn : torch::autograd::Function<SwiGluFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate,
                                const torch::Tensor& up) {
+    RECORD_FUNCTION("hlp::fused::swiglu", std::vector<c10::IValue>());  // named in profiles
     ctx->save_for_backward({gate, up});
     return kernels::swiglu_forward(gate, up);
   }
@@ -69,6 +72,7 @@ struct SwiGluFn : torch::autograd::Function<SwiGluFn> {
 struct DynamicConvFn : torch::autograd::Function<DynamicConvFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& conv_kernels, int64_t width) {
+    RECORD_FUNCTION("hlp::fused::dynamic_conv", std::vector<c10::IValue>());  // named in profiles
     ctx->save_for_backward({x, conv_kernels});
     ctx->saved_data["width"] = width;
     return kernels::dynamic_conv_forward(x, conv_kernels, width);
@@ -84,6 +88,7 @@ struct DynamicConvFn : torch::autograd::Function<DynamicConvFn> {
 struct L2NormalizeFn : torch::autograd::Function<L2NormalizeFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t head_dim,
                                double scale, bool apply_silu) {
+    RECORD_FUNCTION("hlp::fused::l2_normalize", std::vector<c10::IValue>());  // named in profiles
     auto [y, inv_norm] = kernels::l2_normalize_forward(x, head_dim, scale, apply_silu);
     ctx->save_for_backward({x, inv_norm});
     ctx->saved_data["head_dim"] = head_dim;
@@ -103,6 +108,7 @@ struct L2NormalizeFn : torch::autograd::Function<L2NormalizeFn> {
 struct GdnGatesFn : torch::autograd::Function<GdnGatesFn> {
   static tensor_list forward(AutogradContext* ctx, const torch::Tensor& a, const torch::Tensor& b,
                              const torch::Tensor& A_log, const torch::Tensor& dt_bias) {
+    RECORD_FUNCTION("hlp::fused::gdn_gates", std::vector<c10::IValue>());  // named in profiles
     ctx->save_for_backward({a, b, A_log, dt_bias});
     auto [beta, g] = kernels::gdn_gates_forward(a, b, A_log, dt_bias);
     return {beta, g};
@@ -120,6 +126,7 @@ struct GdnChunkedFn : torch::autograd::Function<GdnChunkedFn> {
                              const torch::Tensor& v, const torch::Tensor& beta,
                              const torch::Tensor& g, const torch::Tensor& initial_state_or_empty,
                              int64_t chunk, bool save_states) {
+    RECORD_FUNCTION("hlp::fused::gated_delta_rule", std::vector<c10::IValue>());  // named in profiles
     const auto initial_state = undefined_if_placeholder(initial_state_or_empty);
     auto [out, final_state, states] =
         kernels::gdn_chunked_forward(q, k, v, beta, g, initial_state, chunk, save_states);
