@@ -23,7 +23,6 @@
 
 #include "common/clock.h"
 #include "metrics/cpu_allocator_counter.h"
-#include "metrics/torch_info.h"
 #include "model/accounting.h"
 #include "model/gdn_core.h"
 #include "model/hybrid_lm.h"
@@ -36,26 +35,32 @@ using hlp::metrics::CpuAllocatorCounter;
 
 namespace {
 
+// Wall time and the calling thread's CPU time (with 1 intra-op and 1 BLAS thread all the work
+// runs on it): on a shared, oversubscribed machine the CPU time is the steadier of the two.
 struct Timing {
-  double min_ms, median_ms;
+  double min_ms, median_ms, cpu_median_ms;
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 // Times each of fns `repeats` times, interleaved (fn0, fn1, ..., fn0, fn1, ...), after one
 // warm-up call each.
 std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& fns, int repeats) {
   for (const auto& fn : fns) fn();
-  std::vector<std::vector<double>> times(fns.size());
+  std::vector<std::vector<double>> wall(fns.size()), cpu(fns.size());
   for (int r = 0; r < repeats; ++r)
     for (size_t i = 0; i < fns.size(); ++i) {
-      const double start = hlp::now_s();
+      const double start = hlp::now_s(), start_cpu = hlp::thread_cpu_s();
       fns[i]();
-      times[i].push_back((hlp::now_s() - start) * 1e3);
+      wall[i].push_back((hlp::now_s() - start) * 1e3);
+      cpu[i].push_back((hlp::thread_cpu_s() - start_cpu) * 1e3);
     }
   std::vector<Timing> out;
-  for (auto& t : times) {
-    std::sort(t.begin(), t.end());
-    out.push_back({t.front(), t[t.size() / 2]});
-  }
+  for (size_t i = 0; i < fns.size(); ++i)
+    out.push_back({*std::min_element(wall[i].begin(), wall[i].end()), median(wall[i]), median(cpu[i])});
   return out;
 }
 
@@ -67,8 +72,8 @@ void bench_gdn_core(const std::vector<int64_t>& lengths, int repeats) {
   std::printf("\n## Gated DeltaNet chunked core, forward + backward (B=%lld H=%lld dk=%lld dv=%lld"
               " C=%lld, float32); graph_MiB = bytes the autograd graph holds after forward\n",
               (long long)B, (long long)H, (long long)dk, (long long)dv, (long long)C);
-  std::printf("%6s %-22s %9s %9s %10s %10s\n", "T", "core", "min_ms", "med_ms", "graph_MiB",
-              "speedup");
+  std::printf("%6s %-22s %9s %9s %9s %10s %9s %9s\n", "T", "core", "min_ms", "med_ms", "cpu_ms",
+              "graph_MiB", "speedup", "cpu_x");
   for (int64_t T : lengths) {
     torch::manual_seed(0);
     auto unit = [](const torch::Tensor& x) { return x / x.norm(2, -1, true); };
@@ -101,8 +106,9 @@ void bench_gdn_core(const std::vector<int64_t>& lengths, int repeats) {
     }
     const auto t = time_interleaved(fns, repeats);
     for (size_t i = 0; i < cores.size(); ++i)
-      std::printf("%6lld %-22s %9.1f %9.1f %10.2f %9.2fx\n", (long long)T, cores[i].name,
-                  t[i].min_ms, t[i].median_ms, graph_mib[i], t[0].median_ms / t[i].median_ms);
+      std::printf("%6lld %-22s %9.1f %9.1f %9.1f %10.2f %8.2fx %8.2fx\n", (long long)T,
+                  cores[i].name, t[i].min_ms, t[i].median_ms, t[i].cpu_median_ms, graph_mib[i],
+                  t[0].median_ms / t[i].median_ms, t[0].cpu_median_ms / t[i].cpu_median_ms);
   }
 }
 
@@ -140,8 +146,8 @@ void bench_small_step(int64_t B, int64_t T, int repeats) {
               " reference and fused kernels interleaved; GFLOP/s = executed FLOPs (accounting.h) /"
               " median time\n",
               (long long)B, (long long)T);
-  std::printf("%-34s %-9s %10s %9s %9s %10s %9s %9s\n", "mode", "kernels", "trainable", "min_ms",
-              "med_ms", "tokens/s", "GFLOP/s", "fused_x");
+  std::printf("%-34s %-9s %10s %9s %9s %9s %10s %9s %8s %8s\n", "mode", "kernels", "trainable",
+              "min_ms", "med_ms", "cpu_ms", "tokens/s", "GFLOP/s", "fused_x", "cpu_x");
   const auto config = preset("small");
   struct Mode {
     std::string name;
@@ -163,18 +169,35 @@ void bench_small_step(int64_t B, int64_t T, int repeats) {
     const auto flops = training_flops_per_token(cfg, mode.lora, T);
     for (int i = 0; i < 2; ++i) {
       const double tokens_per_s = double(B * T) / (t[i].median_ms / 1e3);
-      std::printf("%-34s %-9s %10lld %9.1f %9.1f %10.0f %9.2f %8.2fx\n", mode.name.c_str(),
-                  i == 0 ? "reference" : "fused",
+      std::printf("%-34s %-9s %10lld %9.1f %9.1f %9.1f %10.0f %9.2f %7.2fx %7.2fx\n",
+                  mode.name.c_str(), i == 0 ? "reference" : "fused",
                   (long long)count_parameters(config, mode.lora).trainable, t[i].min_ms,
-                  t[i].median_ms, tokens_per_s, flops.executed_per_token * tokens_per_s / 1e9,
-                  t[0].median_ms / t[i].median_ms);
+                  t[i].median_ms, t[i].cpu_median_ms, tokens_per_s,
+                  flops.executed_per_token * tokens_per_s / 1e9, t[0].median_ms / t[i].median_ms,
+                  t[0].cpu_median_ms / t[i].cpu_median_ms);
     }
   }
 }
 
+// sgemm rate of this thread: best of 10 at::mm float32 1024^3 by thread CPU time (a shared
+// machine's load lengthens wall time, much less the CPU time of the product itself)
+double sgemm_flops_per_cpu_s() {
+  auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  double best = 1e30;
+  for (int i = 0; i < 10; ++i) {
+    const double start = hlp::thread_cpu_s();
+    auto c = torch::mm(a, b);
+    best = std::min(best, hlp::thread_cpu_s() - start);
+  }
+  return 2.0 * 1024 * 1024 * 1024 / best;
+}
+
 void bench_profile(int64_t B, int64_t T, int top) {
   const auto config = preset("small");
-  const auto peak = hlp::metrics::measure_cpu_peak_flops(1.0, 1024);
+  struct {
+    double flops_per_s;
+    std::string source;
+  } peak{sgemm_flops_per_cpu_s(), "best of 10 at::mm float32 1024^3 by thread CPU time"};
   const auto flops = training_flops_per_token(config, kLoraQkvo, T);
   const double gemm_limit_ms = flops.executed_per_token * double(B * T) / peak.flops_per_s * 1e3;
   std::printf("\n## per-op self time of one small LoRA r8 q,k,v,o step, B=%lld T=%lld (legacy"
@@ -186,14 +209,15 @@ void bench_profile(int64_t B, int64_t T, int top) {
   for (auto kernels : {Kernels::reference, Kernels::fused}) {
     auto s = make_step(config, kLoraQkvo, false, kernels, B, T);
     s->step();  // warm-up
-    const double start = hlp::now_s();
+    const double start = hlp::now_s(), start_cpu = hlp::thread_cpu_s();
     s->step();
     const double plain_ms = (hlp::now_s() - start) * 1e3;
+    const double plain_cpu_ms = (hlp::thread_cpu_s() - start_cpu) * 1e3;
     const auto p = hlp::bench::profile_ops([&] { s->step(); });
-    std::printf("\n### kernels=%s: step %.0f ms unprofiled, %.0f ms in recorded ops; matrix"
-                " products %.1f %% of it; GEMM limit / step = %.2f\n",
-                to_string(kernels).c_str(), plain_ms, p.total_ms, 100 * p.matmul_share,
-                gemm_limit_ms / plain_ms);
+    std::printf("\n### kernels=%s: step %.0f ms unprofiled (%.0f ms thread CPU), %.0f ms in"
+                " recorded ops; matrix products %.1f %% of it; GEMM limit / step CPU = %.2f\n",
+                to_string(kernels).c_str(), plain_ms, plain_cpu_ms, p.total_ms,
+                100 * p.matmul_share, gemm_limit_ms / plain_cpu_ms);
     std::printf("%-44s %10s %8s %7s\n", "op", "self_ms", "calls", "share");
     for (int i = 0; i < top && i < int(p.ops.size()); ++i)
       std::printf("%-44s %10.1f %8lld %6.1f%%\n", p.ops[i].name.substr(0, 44).c_str(),
