@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/error.h"
 #include "model/gated_deltanet.h"
 #include "model/gdn_core.h"
 #include "model/hybrid_lm.h"
@@ -65,6 +66,15 @@ void check_parity(const std::vector<torch::Tensor>& fused, const std::vector<tor
 }
 
 }  // namespace
+
+TEST_CASE("kernels: --kernels parses fused | reference, fused by default", "[model][kernels]") {
+  CHECK(parse_kernels("fused") == Kernels::fused);
+  CHECK(parse_kernels("reference") == Kernels::reference);
+  CHECK_THROWS_AS(parse_kernels("fast"), hlp::UserError);
+  CHECK(to_string(Kernels::reference) == "reference");
+  CHECK(ModelConfig{}.kernels == Kernels::fused);
+  CHECK(preset("small").summary().find("kernels=fused") != std::string::npos);
+}
 
 TEST_CASE("kernels: RMSNorm fused = reference (float64, non-contiguous, weight grad)",
           "[model][kernels]") {
