@@ -1,9 +1,17 @@
-// hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step]
-// 1. Gated DeltaNet core, forward + backward: chunked vs recurrent at T = 512 and 2048.
-// 2. The `small` preset's training step (forward + backward + AdamW): full finetune vs LoRA.
-// 3. Accounting of every preset (config only): parameters, LoRA trainable, FLOPs per token.
-// Times in milliseconds: the minimum over the repeats (the least disturbed run on a shared
-// machine) and the median; ratios are computed from the minima.
+// hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory]
+// Issue 18's measurements of the fused CPU kernels (src/model/kernels/) against the op-by-op
+// reference, every comparison interleaved (reference, fused, reference, fused, ...) so that both
+// see the same drift of a shared machine's load; ratios are of the medians.
+// 1. accounting of every preset (config only): parameters, LoRA trainable, FLOPs per token.
+// 2. gdn: the Gated DeltaNet chunked core, forward + backward (small's G-layer shapes):
+//    reference vs fused with saved / recomputed chunk states; bytes its autograd graph holds.
+// 3. step: the `small` training step (forward + backward + AdamW), reference vs fused kernels.
+// 4. profile: per-op self time of one LoRA step of `small` (B 4, T 256), both kernel sets; the
+//    share in matrix products and the step's distance from the GEMM limit (executed FLOPs at a
+//    sgemm rate measured in the same run).
+// 5. memory: activation bytes per token of `small` at T = 2048 (LoRA r8 q,k,v,o): what the
+//    autograd graph holds after forward, and the peak of forward + backward.
+// Times in milliseconds.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,38 +22,58 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "metrics/cpu_allocator_counter.h"
 #include "model/accounting.h"
 #include "model/gdn_core.h"
 #include "model/hybrid_lm.h"
+#include "model/kernels/fused_ops.h"
 #include "model/lora.h"
+#include "op_profile.h"
 
 using namespace hlp::model;
+using hlp::metrics::CpuAllocatorCounter;
 
 namespace {
 
+// Wall time and the calling thread's CPU time (with 1 intra-op and 1 BLAS thread all the work
+// runs on it): on a shared, oversubscribed machine the CPU time is the steadier of the two.
 struct Timing {
-  double min_ms, median_ms;
+  double min_ms, median_ms, cpu_median_ms;
 };
 
-Timing time_ms(const std::function<void()>& fn, int repeats) {
-  fn();  // warm-up
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const double start = hlp::now_s();
-    fn();
-    times.push_back((hlp::now_s() - start) * 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  return {times.front(), times[times.size() / 2]};
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
+
+// Times each of fns `repeats` times, interleaved (fn0, fn1, ..., fn0, fn1, ...), after one
+// warm-up call each.
+std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& fns, int repeats) {
+  for (const auto& fn : fns) fn();
+  std::vector<std::vector<double>> wall(fns.size()), cpu(fns.size());
+  for (int r = 0; r < repeats; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const double start = hlp::now_s(), start_cpu = hlp::thread_cpu_s();
+      fns[i]();
+      wall[i].push_back((hlp::now_s() - start) * 1e3);
+      cpu[i].push_back((hlp::thread_cpu_s() - start_cpu) * 1e3);
+    }
+  std::vector<Timing> out;
+  for (size_t i = 0; i < fns.size(); ++i)
+    out.push_back({*std::min_element(wall[i].begin(), wall[i].end()), median(wall[i]), median(cpu[i])});
+  return out;
+}
+
+const LoraConfig kLoraQkvo = make_lora_config(8, 16, 0.0, "q_proj,k_proj,v_proj,o_proj");
 
 void bench_gdn_core(const std::vector<int64_t>& lengths, int repeats) {
   // Shapes of the small preset's G layers: H = 4, dk = 48, dv = 128, batch 1, chunk 64.
-  const int64_t B = 1, H = 4, dk = 48, dv = 128;
-  std::printf("\n## Gated DeltaNet core, forward + backward (B=%lld H=%lld dk=%lld dv=%lld, float32)\n",
-              (long long)B, (long long)H, (long long)dk, (long long)dv);
-  std::printf("%8s %12s %12s %14s %14s %10s\n", "T", "chunked_min", "chunked_med",
-              "recurrent_min", "recurrent_med", "speedup");
+  const int64_t B = 1, H = 4, dk = 48, dv = 128, C = 64;
+  std::printf("\n## Gated DeltaNet chunked core, forward + backward (B=%lld H=%lld dk=%lld dv=%lld"
+              " C=%lld, float32); graph_MiB = bytes the autograd graph holds after forward\n",
+              (long long)B, (long long)H, (long long)dk, (long long)dv, (long long)C);
+  std::printf("%6s %-22s %9s %9s %9s %10s %9s %9s\n", "T", "core", "min_ms", "med_ms", "cpu_ms",
+              "graph_MiB", "speedup", "cpu_x");
   for (int64_t T : lengths) {
     torch::manual_seed(0);
     auto unit = [](const torch::Tensor& x) { return x / x.norm(2, -1, true); };
@@ -54,26 +82,72 @@ void bench_gdn_core(const std::vector<int64_t>& lengths, int repeats) {
     auto v = torch::randn({B, T, H, dv}).requires_grad_(true);
     auto beta = torch::sigmoid(torch::randn({B, T, H})).requires_grad_(true);
     auto g = (-torch::softplus(torch::randn({B, T, H}))).requires_grad_(true);
-    auto run = [&](bool chunked) {
-      auto r = chunked ? gated_delta_rule_chunked(q, k, v, beta, g, {}, 64)
-                       : gated_delta_rule_recurrent(q, k, v, beta, g);
-      r.output.sum().backward();
-      for (auto* t : {&q, &k, &v, &beta, &g}) t->mutable_grad() = torch::Tensor();
+    struct Core {
+      const char* name;
+      std::function<GdnResult()> run;
     };
-    const auto chunked = time_ms([&] { run(true); }, repeats);
-    const auto recurrent = time_ms([&] { run(false); }, repeats);
-    std::printf("%8lld %12.1f %12.1f %14.1f %14.1f %9.1fx\n", (long long)T, chunked.min_ms,
-                chunked.median_ms, recurrent.min_ms, recurrent.median_ms,
-                recurrent.min_ms / chunked.min_ms);
+    const std::vector<Core> cores = {
+        {"reference (op by op)", [&] { return gated_delta_rule_chunked(q, k, v, beta, g, {}, C); }},
+        {"fused, saved states",
+         [&] { return fused::gated_delta_rule_chunked(q, k, v, beta, g, {}, C, fused::GdnStates::save); }},
+        {"fused, recomputed", [&] {
+           return fused::gated_delta_rule_chunked(q, k, v, beta, g, {}, C, fused::GdnStates::recompute);
+         }}};
+    std::vector<std::function<void()>> fns;
+    std::vector<double> graph_mib;
+    for (const auto& core : cores) {
+      fns.push_back([&] {
+        core.run().output.sum().backward();
+        for (auto* t : {&q, &k, &v, &beta, &g}) t->mutable_grad() = torch::Tensor();
+      });
+      const int64_t before = CpuAllocatorCounter::current_bytes();
+      auto r = core.run();
+      graph_mib.push_back(double(CpuAllocatorCounter::current_bytes() - before) / (1 << 20));
+    }
+    const auto t = time_interleaved(fns, repeats);
+    for (size_t i = 0; i < cores.size(); ++i)
+      std::printf("%6lld %-22s %9.1f %9.1f %9.1f %10.2f %8.2fx %8.2fx\n", (long long)T,
+                  cores[i].name, t[i].min_ms, t[i].median_ms, t[i].cpu_median_ms, graph_mib[i],
+                  t[0].median_ms / t[i].median_ms, t[0].cpu_median_ms / t[i].cpu_median_ms);
   }
 }
 
+// One training step of `model` on fixed tokens; returns the step function.
+struct StepSetup {
+  HybridLM model;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  torch::Tensor inputs, targets;
+  void step() {
+    optimizer->zero_grad();
+    hlp::model::cross_entropy_loss(model->forward(inputs), targets).backward();
+    optimizer->step();
+  }
+};
+
+std::unique_ptr<StepSetup> make_step(const ModelConfig& config, const LoraConfig& lora,
+                                     bool checkpointing, Kernels kernels, int64_t B, int64_t T) {
+  auto c = config;
+  c.kernels = kernels;
+  auto s = std::make_unique<StepSetup>(StepSetup{HybridLM(c, 1), nullptr, {}, {}});
+  apply_lora(s->model, lora);
+  s->model->set_activation_checkpointing(checkpointing);
+  s->model->train();
+  s->optimizer = std::make_unique<torch::optim::AdamW>(trainable_parameters(*s->model),
+                                                        torch::optim::AdamWOptions(1e-3));
+  torch::manual_seed(0);
+  auto tokens = torch::randint(c.vocab, {B, T + 1}, torch::kLong);
+  s->inputs = tokens.narrow(1, 0, T);
+  s->targets = tokens.narrow(1, 1, T);
+  return s;
+}
+
 void bench_small_step(int64_t B, int64_t T, int repeats) {
-  std::printf("\n## small preset training step (forward + backward + AdamW), B=%lld T=%lld, float32;"
-              " GFLOP/s = executed FLOPs (accounting.h) / min time\n",
+  std::printf("\n## small preset training step (forward + backward + AdamW), B=%lld T=%lld, float32,"
+              " reference and fused kernels interleaved; GFLOP/s = executed FLOPs (accounting.h) /"
+              " median time\n",
               (long long)B, (long long)T);
-  std::printf("%-34s %10s %9s %9s %10s %10s %9s\n", "mode", "trainable", "min_ms", "med_ms",
-              "tokens/s", "GFLOP/s", "vs_full");
+  std::printf("%-34s %-9s %10s %9s %9s %9s %10s %9s %8s %8s\n", "mode", "kernels", "trainable",
+              "min_ms", "med_ms", "cpu_ms", "tokens/s", "GFLOP/s", "fused_x", "cpu_x");
   const auto config = preset("small");
   struct Mode {
     std::string name;
@@ -82,36 +156,96 @@ void bench_small_step(int64_t B, int64_t T, int repeats) {
   };
   const std::vector<Mode> modes = {
       {"full finetune", LoraConfig::none(), false},
-      {"LoRA r8 q,k,v,o", make_lora_config(8, 16, 0.0, "q_proj,k_proj,v_proj,o_proj"), false},
+      {"LoRA r8 q,k,v,o", kLoraQkvo, false},
       {"LoRA r8 all-linear", make_lora_config(8, 16, 0.0, "all-linear"), false},
-      {"LoRA r8 q,k,v,o + checkpointing", make_lora_config(8, 16, 0.0, "q_proj,k_proj,v_proj,o_proj"), true},
+      {"LoRA r8 q,k,v,o + checkpointing", kLoraQkvo, true},
   };
-  double full_ms = 0;
   for (const auto& mode : modes) {
-    HybridLM model(config, 1);
-    apply_lora(model, mode.lora);
-    model->set_activation_checkpointing(mode.checkpointing);
-    model->train();
-    torch::optim::AdamW optimizer(trainable_parameters(*model), torch::optim::AdamWOptions(1e-3));
-    torch::manual_seed(0);
-    auto tokens = torch::randint(config.vocab, {B, T + 1}, torch::kLong);
-    auto inputs = tokens.narrow(1, 0, T), targets = tokens.narrow(1, 1, T);
-    const auto timing = time_ms(
-        [&] {
-          optimizer.zero_grad();
-          hlp::model::cross_entropy_loss(model->forward(inputs), targets).backward();
-          optimizer.step();
-        },
-        repeats);
+    auto ref = make_step(config, mode.lora, mode.checkpointing, Kernels::reference, B, T);
+    auto fus = make_step(config, mode.lora, mode.checkpointing, Kernels::fused, B, T);
+    const auto t = time_interleaved({[&] { ref->step(); }, [&] { fus->step(); }}, repeats);
     auto cfg = config;
     cfg.activation_checkpointing = mode.checkpointing;
     const auto flops = training_flops_per_token(cfg, mode.lora, T);
-    const double ms = timing.min_ms;
-    const double tokens_per_s = double(B * T) / (ms / 1e3);
-    if (full_ms == 0) full_ms = ms;
-    std::printf("%-34s %10lld %9.1f %9.1f %10.0f %10.2f %8.2fx\n", mode.name.c_str(),
-                (long long)count_parameters(config, mode.lora).trainable, ms, timing.median_ms,
-                tokens_per_s, flops.executed_per_token * tokens_per_s / 1e9, full_ms / ms);
+    for (int i = 0; i < 2; ++i) {
+      const double tokens_per_s = double(B * T) / (t[i].median_ms / 1e3);
+      std::printf("%-34s %-9s %10lld %9.1f %9.1f %9.1f %10.0f %9.2f %7.2fx %7.2fx\n",
+                  mode.name.c_str(), i == 0 ? "reference" : "fused",
+                  (long long)count_parameters(config, mode.lora).trainable, t[i].min_ms,
+                  t[i].median_ms, t[i].cpu_median_ms, tokens_per_s,
+                  flops.executed_per_token * tokens_per_s / 1e9, t[0].median_ms / t[i].median_ms,
+                  t[0].cpu_median_ms / t[i].cpu_median_ms);
+    }
+  }
+}
+
+// sgemm rate of this thread: best of 10 at::mm float32 1024^3 by thread CPU time (a shared
+// machine's load lengthens wall time, much less the CPU time of the product itself)
+double sgemm_flops_per_cpu_s() {
+  auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  double best = 1e30;
+  for (int i = 0; i < 10; ++i) {
+    const double start = hlp::thread_cpu_s();
+    auto c = torch::mm(a, b);
+    best = std::min(best, hlp::thread_cpu_s() - start);
+  }
+  return 2.0 * 1024 * 1024 * 1024 / best;
+}
+
+void bench_profile(int64_t B, int64_t T, int top) {
+  const auto config = preset("small");
+  struct {
+    double flops_per_s;
+    std::string source;
+  } peak{sgemm_flops_per_cpu_s(), "best of 10 at::mm float32 1024^3 by thread CPU time"};
+  const auto flops = training_flops_per_token(config, kLoraQkvo, T);
+  const double gemm_limit_ms = flops.executed_per_token * double(B * T) / peak.flops_per_s * 1e3;
+  std::printf("\n## per-op self time of one small LoRA r8 q,k,v,o step, B=%lld T=%lld (legacy"
+              " autograd profiler; profiler overhead included)\n", (long long)B, (long long)T);
+  std::printf("# sgemm rate measured now: %.1f GFLOP/s (%s); executed FLOPs of the step %.1f G"
+              " -> GEMM limit %.0f ms\n",
+              peak.flops_per_s / 1e9, peak.source.c_str(),
+              flops.executed_per_token * double(B * T) / 1e9, gemm_limit_ms);
+  for (auto kernels : {Kernels::reference, Kernels::fused}) {
+    auto s = make_step(config, kLoraQkvo, false, kernels, B, T);
+    s->step();  // warm-up
+    const double start = hlp::now_s(), start_cpu = hlp::thread_cpu_s();
+    s->step();
+    const double plain_ms = (hlp::now_s() - start) * 1e3;
+    const double plain_cpu_ms = (hlp::thread_cpu_s() - start_cpu) * 1e3;
+    const auto p = hlp::bench::profile_ops([&] { s->step(); });
+    std::printf("\n### kernels=%s: step %.0f ms unprofiled (%.0f ms thread CPU), %.0f ms in"
+                " recorded ops; matrix products %.1f %% of it; GEMM limit / step CPU = %.2f\n",
+                to_string(kernels).c_str(), plain_ms, plain_cpu_ms, p.total_ms,
+                100 * p.matmul_share, gemm_limit_ms / plain_cpu_ms);
+    std::printf("%-44s %10s %8s %7s\n", "op", "self_ms", "calls", "share");
+    for (int i = 0; i < top && i < int(p.ops.size()); ++i)
+      std::printf("%-44s %10.1f %8lld %6.1f%%\n", p.ops[i].name.substr(0, 44).c_str(),
+                  p.ops[i].self_ms, (long long)p.ops[i].calls, 100 * p.ops[i].self_ms / p.total_ms);
+  }
+}
+
+void bench_memory(int64_t T) {
+  std::printf("\n## activation bytes per token, small, B=1 T=%lld, LoRA r8 q,k,v,o, float32:"
+              " held = what the autograd graph (and logits) hold after forward; peak = allocator"
+              " peak of forward + backward above the state before it\n", (long long)T);
+  std::printf("%-10s %14s %14s %14s %14s\n", "kernels", "held_MiB", "held_B/token", "peak_MiB",
+              "peak_B/token");
+  double held_ref = 0;
+  for (auto kernels : {Kernels::reference, Kernels::fused}) {
+    auto s = make_step(preset("small"), kLoraQkvo, false, kernels, 1, T);
+    s->step();  // warm-up: optimizer state exists
+    s->optimizer->zero_grad();
+    const int64_t before = CpuAllocatorCounter::current_bytes();
+    CpuAllocatorCounter::reset_peak();
+    auto loss = hlp::model::cross_entropy_loss(s->model->forward(s->inputs), s->targets);
+    const int64_t held = CpuAllocatorCounter::current_bytes() - before;
+    loss.backward();
+    const int64_t peak = CpuAllocatorCounter::peak_bytes() - before;
+    if (kernels == Kernels::reference) held_ref = double(held);
+    std::printf("%-10s %14.1f %14.0f %14.1f %14.0f   held vs reference %.2fx\n",
+                to_string(kernels).c_str(), double(held) / (1 << 20), double(held) / double(T),
+                double(peak) / (1 << 20), double(peak) / double(T), double(held) / held_ref);
   }
 }
 
@@ -142,17 +276,20 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step]\n");
+      std::fprintf(stderr, "usage: hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory]\n");
       return 2;
     }
   }
   at::set_num_threads(threads);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line-buffered: progress shows in logs
   std::printf("# hlp-bench-model: intra-op threads %d%s\n", threads, quick ? " (quick)" : "");
+  CpuAllocatorCounter::install();
   if (only.empty() || only == "accounting") print_accounting(4096);
   if (only.empty() || only == "gdn")
-    bench_gdn_core(quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048}, quick ? 1 : 5);
+    bench_gdn_core(quick ? std::vector<int64_t>{512} : std::vector<int64_t>{512, 2048}, quick ? 2 : 7);
   if (only.empty() || only == "step") bench_small_step(quick ? 2 : 4, quick ? 128 : 256, quick ? 2 : 5);
+  if (only.empty() || only == "profile") bench_profile(quick ? 2 : 4, quick ? 128 : 256, quick ? 12 : 25);
+  if (only.empty() || only == "memory") bench_memory(quick ? 512 : 2048);
   std::fflush(stdout);
   return 0;
 }

@@ -110,6 +110,9 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(model, "init-from", &C::init_from,
         "start from pretrained weights: a model directory, a .safetensors file or a "
         "model.safetensors.index.json (Hugging Face names); each rank reads only what it holds");
+  t.add(model, "kernels", &C::kernels,
+        "fused (default: fused CPU kernels for RMSNorm, SwiGLU and the G layers; CUDA and bf16 "
+        "keep the reference) | reference (the op-by-op modules)");
   t.add_flag(model, "activation-checkpointing", &C::activation_checkpointing,
              "recompute each block's activations in backward instead of storing them");
 
@@ -192,6 +195,8 @@ void validate(const train::TrainConfig& c) {
     throw user_error("--pp-schedule: unknown value '", c.pp_schedule, "'; choose gpipe or 1f1b");
   if (!one_of(c.gdn_mode, {"chunked", "recurrent"}))
     throw user_error("--gdn-mode: unknown value '", c.gdn_mode, "'; choose chunked or recurrent");
+  if (!one_of(c.kernels, {"fused", "reference"}))
+    throw user_error("--kernels: unknown value '", c.kernels, "'; choose fused or reference");
   if (!one_of(c.precision, {"fp32", "bf16"}))
     throw user_error("--precision: unknown value '", c.precision, "'; choose fp32 or bf16");
   require_positive("tp", c.tp);

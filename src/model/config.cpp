@@ -17,6 +17,16 @@ std::string to_string(GdnMode mode) {
   return mode == GdnMode::chunked ? "chunked" : "recurrent";
 }
 
+Kernels parse_kernels(const std::string& text) {
+  if (text == "fused") return Kernels::fused;
+  if (text == "reference") return Kernels::reference;
+  throw user_error("--kernels '", text, "' is unknown: use fused or reference");
+}
+
+std::string to_string(Kernels kernels) {
+  return kernels == Kernels::fused ? "fused" : "reference";
+}
+
 LayerKind ModelConfig::layer_kind(int64_t layer) const {
   return static_cast<LayerKind>(pattern.at(static_cast<size_t>(layer)));
 }
@@ -95,7 +105,7 @@ std::string ModelConfig::summary() const {
      << attn_kv_heads << "x" << attn_head_dim << " window=" << window << " gdn=" << gdn_heads
      << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_variant="
      << (gdn_variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet")
-     << " gdn_mode=" << to_string(gdn_mode);
+     << " gdn_mode=" << to_string(gdn_mode) << " kernels=" << to_string(kernels);
   return os.str();
 }
 

@@ -27,6 +27,14 @@ enum class GdnMode { chunked, recurrent };
 GdnMode parse_gdn_mode(const std::string& text);  // "chunked" | "recurrent", else UserError
 std::string to_string(GdnMode mode);
 
+// Which implementation runs RMSNorm, SwiGLU, the G layers' gates, dynamic convolution and
+// chunked core (same math): the fused CPU kernels of src/model/kernels/ or the op-by-op
+// reference modules. CUDA tensors and bf16 compute always take the reference.
+enum class Kernels { reference, fused };
+
+Kernels parse_kernels(const std::string& text);  // "reference" | "fused", else UserError
+std::string to_string(Kernels kernels);
+
 struct ModelConfig {
   std::string name = "custom";
   std::string pattern = "GAGS";  // layer i has kind pattern[i]
@@ -53,6 +61,7 @@ struct ModelConfig {
   int64_t gdn_dconv_reduction = 8;  // jetblock: kernel generator width = H * dv / reduction
   GdnMode gdn_mode = GdnMode::chunked;
   double gdn_norm_eps = 1e-6;  // eps of the per-head output RMSNorm (o_norm); Jet config: 1e-5
+  Kernels kernels = Kernels::fused;
 
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight

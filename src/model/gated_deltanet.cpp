@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/gdn_core.h"
+#include "model/kernels/fused_ops.h"
 
 namespace hlp::model {
 
@@ -32,10 +33,12 @@ torch::Tensor DynamicShortConvImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& generator_input) {
   const int64_t B = x.size(0), T = x.size(1);
   // kernels: [B, T, C, width] ('(c w)' layout of the generator output)
-  auto kernels = w2->forward(torch::silu(w1->forward(generator_input))).view({B, T, -1, width});
+  auto generated = w2->forward(torch::silu(w1->forward(generator_input)));  // [B, T, C * width]
+  if (fused::applicable(kernels, {x, generated})) return fused::dynamic_conv_silu(x, generated, width);
+  auto per_token = generated.view({B, T, -1, width});
   auto padded = torch::constant_pad_nd(x.transpose(1, 2), {width - 1, 0});  // [B, C, T+width-1]
   auto windows = padded.unfold(2, width, 1).permute({0, 2, 1, 3});          // [B, T, C, width]
-  return torch::silu((windows * kernels).sum(-1));                           // [B, T, C]
+  return torch::silu((windows * per_token).sum(-1));                           // [B, T, C]
 }
 
 GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
@@ -75,8 +78,16 @@ torch::Tensor l2_normalize(const torch::Tensor& x) {
 
 }  // namespace
 
+void GatedDeltaNetImpl::set_kernels(Kernels k) {
+  kernels = k;
+  o_norm->kernels = k;
+  if (dynamic_conv1d) dynamic_conv1d->kernels = k;
+}
+
 torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
+  if (mode == GdnMode::chunked && fused::applicable(kernels, {x, A_log, dt_bias}))
+    return forward_fused(x);
   torch::Tensor q, k, v;  // [B, T, H*dk], [B, T, H*dk], [B, T, H*dv]
   if (variant == GdnVariant::gated_deltanet) {
     q = q_conv1d->forward(q_proj->forward(x));
@@ -110,6 +121,30 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
   auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});                     // [B,T,H,dv]
   auto o = o_norm->forward(core.output) * torch::silu(gate);                       // [B,T,H,dv]
   return o_proj->forward(o.reshape({B, T, -1}));                                  // [B,T,D]
+}
+
+torch::Tensor GatedDeltaNetImpl::forward_fused(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1);
+  const bool jet = variant == GdnVariant::jetblock;
+  torch::Tensor q, k, v;  // [B, T, H*dk], [B, T, H*dk], [B, T, H*dv]
+  if (jet) {
+    q = q_proj->forward(x);  // SiLU is fused into the normalisation below
+    k = k_proj->forward(x);
+    v = dynamic_conv1d->forward(v_proj->forward(x), x);
+  } else {
+    q = q_conv1d->forward(q_proj->forward(x));
+    k = k_conv1d->forward(k_proj->forward(x));
+    v = v_conv1d->forward(v_proj->forward(x));
+  }
+  const double q_scale = 1.0 / std::sqrt(static_cast<double>(head_dim_k));
+  q = fused::l2_normalize(q, head_dim_k, q_scale, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
+  k = fused::l2_normalize(k, head_dim_k, 1.0, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
+  v = v.view({B, T, -1, head_dim_v});
+  auto [beta, g] = fused::gdn_gates(a_proj->forward(x), b_proj->forward(x), A_log, dt_bias);  // [B,T,H]
+  auto core = fused::gated_delta_rule_chunked(q, k, v, beta, g, {}, chunk_size);
+  auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});                        // [B,T,H,dv]
+  auto o = fused::gated_rms_norm(core.output, o_norm->weight, gate, o_norm->eps);     // [B,T,H,dv]
+  return o_proj->forward(o.reshape({B, T, -1}));                                     // [B,T,D]
 }
 
 }  // namespace hlp::model

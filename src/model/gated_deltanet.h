@@ -43,6 +43,7 @@ class DynamicShortConvImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& generator_input);
   LoRALinear w1{nullptr}, w2{nullptr};  // registered under "kernel_generator"
   int64_t width;
+  Kernels kernels = Kernels::fused;  // fused kernel: no [B, T, C, width] windows
 };
 TORCH_MODULE(DynamicShortConv);
 
@@ -52,6 +53,8 @@ class GatedDeltaNetImpl : public torch::nn::Module {
 
   // x: [B, T, D] -> [B, T, D]
   torch::Tensor forward(const torch::Tensor& x);
+  // the same on the fused CPU kernels (chunked core); forward() picks it when they apply
+  torch::Tensor forward_fused(const torch::Tensor& x);
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   LoRALinear a_proj{nullptr}, b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};
@@ -64,6 +67,10 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   int64_t head_dim_k, head_dim_v, chunk_size;
   GdnMode mode;
   GdnVariant variant;
+  // fused: gates, q/k normalisation, chunked core and output gate as fused CPU kernels;
+  // set_kernels() also switches dynamic_conv1d and o_norm.
+  Kernels kernels = Kernels::fused;
+  void set_kernels(Kernels k);
 };
 TORCH_MODULE(GatedDeltaNet);
 

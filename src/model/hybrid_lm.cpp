@@ -34,6 +34,7 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t fir
       lm_head = register_parameter("lm_head.weight", torch::empty({config.vocab, config.hidden}));
   }
   for (auto& item : named_parameters(/*recurse=*/true)) init_parameter(item.key(), item.value(), seed);
+  set_kernels(config.kernels);
 }
 
 torch::Tensor HybridLMImpl::embed(const torch::Tensor& tokens) {
@@ -85,6 +86,15 @@ void HybridLMImpl::set_gdn_mode(GdnMode mode) {
   config_.gdn_mode = mode;
   for (auto& b : blocks_)
     if (b->gdn) b->gdn->mode = mode;
+}
+
+void HybridLMImpl::set_kernels(Kernels kernels) {
+  config_.kernels = kernels;
+  for (const auto& module : modules(/*include_self=*/false)) {
+    if (auto norm = std::dynamic_pointer_cast<RMSNormImpl>(module)) norm->kernels = kernels;
+    if (auto mlp = std::dynamic_pointer_cast<SwiGLUImpl>(module)) mlp->kernels = kernels;
+    if (auto gdn = std::dynamic_pointer_cast<GatedDeltaNetImpl>(module)) gdn->set_kernels(kernels);
+  }
 }
 
 torch::Tensor cross_entropy_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

@@ -1,5 +1,7 @@
 #include "model/layers.h"
 
+#include "model/kernels/fused_ops.h"
+
 namespace hlp::model {
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
@@ -7,6 +9,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  if (fused::applicable(kernels, {x, weight})) return fused::rms_norm(x, weight, eps);
   auto inv_rms = torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return x * inv_rms * weight;
 }
@@ -18,7 +21,9 @@ SwiGLUImpl::SwiGLUImpl(int64_t hidden, int64_t mlp_hidden) {
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  auto gate = gate_proj->forward(x), up = up_proj->forward(x);  // [B, T, mlp_hidden]
+  if (fused::applicable(kernels, {gate, up})) return down_proj->forward(fused::swiglu(gate, up));
+  return down_proj->forward(torch::silu(gate) * up);
 }
 
 }  // namespace hlp::model

@@ -2,6 +2,7 @@
 // The two per-token layers of every block: RMSNorm and the SwiGLU MLP.
 #include <torch/torch.h>
 
+#include "model/config.h"
 #include "model/lora_linear.h"
 
 namespace hlp::model {
@@ -14,6 +15,7 @@ class RMSNormImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;  // [dim], "weight"
   double eps;
+  Kernels kernels = Kernels::fused;  // fused CPU kernel or op-by-op reference (same math)
 };
 TORCH_MODULE(RMSNorm);
 
@@ -24,6 +26,7 @@ class SwiGLUImpl : public torch::nn::Module {
   // x: [B, T, D] -> [B, T, D]   (inner [B, T, mlp_hidden])
   torch::Tensor forward(const torch::Tensor& x);
   LoRALinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Kernels kernels = Kernels::fused;  // fused SiLU(gate) * up or the op-by-op reference
 };
 TORCH_MODULE(SwiGLU);
 

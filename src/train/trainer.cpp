@@ -126,6 +126,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                        "vocab_size is ", so.model.vocab, "; use the model's tokenizer");
   }
   so.model.activation_checkpointing = c.activation_checkpointing;
+  so.model.kernels = model::parse_kernels(c.kernels);
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   if (!c.load_adapter.empty()) so.lora = model::hf::read_peft_config(c.load_adapter, so.lora);
   so.seed = c.seed;

@@ -99,3 +99,12 @@ TEST_CASE("errors name the option and the problem", "[cli]") {
   // a valid configuration gives no error at all
   CHECK(error_of({"--strategy", "ddp"}).empty());
 }
+
+TEST_CASE("--kernels: fused by default, reference on request, printed into the INI", "[cli]") {
+  CHECK(parse({}).config.kernels == "fused");
+  CHECK(parse({"--kernels", "reference"}).config.kernels == "reference");
+  CHECK(hlp::cli::to_ini(parse({"--kernels", "reference"}).config).find("kernels = reference") !=
+        std::string::npos);
+  CHECK_THAT(error_of({"--kernels", "fast"}), Catch::Contains("--kernels") &&
+                                                  Catch::Contains("fused or reference"));
+}
