@@ -21,6 +21,7 @@ const std::vector<TrainOption>& train_options() {
       {"model", K::choice, {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large"}, ""},
       {"pattern", K::text, {}, ""},
       {"gdn-mode", K::choice, {"chunked", "recurrent"}, ""},
+      {"attn-impl", K::choice, {"auto", "naive", "blocked", "sdpa"}, ""},
       {"activation-checkpointing", K::flag, {}, "ac"},
       // finetuning
       {"lora-rank", K::integer, {}, "r"},

@@ -104,6 +104,10 @@ void describe(OptionTable& t, Descriptions& d) {
         "A full attention, S sliding-window attention (e.g. GGGAGGGS)");
   t.add(model, "gdn-mode", &C::gdn_mode,
         "Gated DeltaNet core: chunked (parallel, default) | recurrent (token-by-token reference)");
+  t.add(model, "attn-impl", &C::attn_impl,
+        "attention kernel of the A and S layers: auto (sdpa on CUDA with LibTorch >= 2, else "
+        "blocked) | naive (materialises T x T, the reference) | blocked (flash-style tiles, "
+        "linear memory) | sdpa");
   t.add_flag(model, "activation-checkpointing", &C::activation_checkpointing,
              "recompute each block's activations in backward instead of storing them");
 
@@ -173,6 +177,9 @@ void validate(const train::TrainConfig& c) {
     throw user_error("--pp-schedule: unknown value '", c.pp_schedule, "'; choose gpipe or 1f1b");
   if (!one_of(c.gdn_mode, {"chunked", "recurrent"}))
     throw user_error("--gdn-mode: unknown value '", c.gdn_mode, "'; choose chunked or recurrent");
+  if (!one_of(c.attn_impl, {"auto", "naive", "blocked", "sdpa"}))
+    throw user_error("--attn-impl: unknown value '", c.attn_impl,
+                     "'; choose auto, naive, blocked or sdpa");
   if (!one_of(c.precision, {"fp32", "bf16"}))
     throw user_error("--precision: unknown value '", c.precision, "'; choose fp32 or bf16");
   require_positive("tp", c.tp);

@@ -27,6 +27,18 @@ enum class GdnMode { chunked, recurrent };
 GdnMode parse_gdn_mode(const std::string& text);  // "chunked" | "recurrent", else UserError
 std::string to_string(GdnMode mode);
 
+// Which kernel the A and S layers run (same math, attention.h). `automatic` ("auto") is
+// resolved per device at run time: sdpa on CUDA with LibTorch >= 2, else blocked.
+enum class AttnImpl {
+  automatic,
+  naive,    // the reference: materialises the [B, H, T, T] scores and probabilities
+  blocked,  // FlashAttention-2-style tiles in LibTorch ops: O(T * block) memory (CPU default)
+  sdpa,     // at::scaled_dot_product_attention (LibTorch >= 2, CUDA only)
+};
+
+AttnImpl parse_attn_impl(const std::string& text);  // auto | naive | blocked | sdpa, else UserError
+std::string to_string(AttnImpl impl);
+
 struct ModelConfig {
   std::string name = "custom";
   std::string pattern = "GAGS";  // layer i has kind pattern[i]
@@ -52,6 +64,8 @@ struct ModelConfig {
   GdnVariant gdn_variant = GdnVariant::gated_deltanet;
   int64_t gdn_dconv_reduction = 8;  // jetblock: kernel generator width = H * dv / reduction
   GdnMode gdn_mode = GdnMode::chunked;
+
+  AttnImpl attn_impl = AttnImpl::automatic;  // kernel of the A and S layers (--attn-impl)
 
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight

@@ -50,6 +50,7 @@ class HybridLMImpl : public torch::nn::Module {
 
   void set_activation_checkpointing(bool on);
   void set_gdn_mode(GdnMode mode);
+  void set_attn_impl(AttnImpl impl);  // every A and S layer
 
   const ModelConfig& config() const { return config_; }
   uint64_t seed() const { return seed_; }

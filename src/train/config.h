@@ -21,6 +21,7 @@ struct TrainConfig {
   std::string model = "tiny";
   std::string pattern;              // overrides the preset's layer pattern when non-empty
   std::string gdn_mode = "chunked";  // chunked|recurrent
+  std::string attn_impl = "auto";    // auto|naive|blocked|sdpa
   bool activation_checkpointing = false;
 
   // finetuning

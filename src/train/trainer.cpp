@@ -11,6 +11,7 @@
 #include "metrics/recorder.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/sdpa_attention.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "train/adamw.h"
@@ -93,6 +94,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
                  .with_vocab(loader->vocab_size());
   so.model.activation_checkpointing = c.activation_checkpointing;
+  so.model.attn_impl = model::parse_attn_impl(c.attn_impl);
+  model::resolve_attn_impl(so.model.attn_impl, torch::kCPU);  // an impossible sdpa fails here, on every rank
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   so.seed = c.seed;
   so.bf16 = c.precision == "bf16";

@@ -109,7 +109,10 @@ TEST_CASE("model: LoRA trainable counts match the closed form", "[model][account
 }
 
 TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[model][accounting]") {
-  const auto c = preset("jet-nemotron-2b");
+  // The naive attention kernel executes the whole T x T, exactly the model convention's
+  // mixing term (the blocked kernel's count: test_blocked_attention.cpp).
+  auto c = preset("jet-nemotron-2b");
+  c.attn_impl = AttnImpl::naive;
   const int64_t T = 4096;
   const auto full = training_flops_per_token(c, LoraConfig::none(), T);
   const auto counts = count_parameters(c);
