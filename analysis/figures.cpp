@@ -59,7 +59,8 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   Figure fig = memory
       ? make_figure("context_memory", "Peak memory vs context length",
                "Peak bytes per rank (max over ranks and steps) against the sequence length, one "
-               "line per strategy, world size and activation checkpointing (+ckpt).")
+               "line per strategy, world size and activation checkpointing (+ckpt); log-log "
+               "axes, so memory linear in T rises with slope 1 and quadratic with slope 2.")
       : make_figure("context_throughput", "Throughput vs context length",
                "Global tokens/s (median after warm-up) against the sequence length, one line "
                "per strategy, world size and activation checkpointing (+ckpt).");
@@ -87,7 +88,8 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
       dir, fig.name,
       "set title '" + std::string(memory ? "Peak memory per rank" : "Global throughput") +
           " vs context length (" + slice.front()->value("model") + ")'\n"
-          "set xlabel 'sequence length (tokens)'\nset logscale x 2\nset yrange [0:*]\n"
+          "set xlabel 'sequence length (tokens)'\nset logscale x 2\n" +
+          std::string(memory ? "set logscale y 2\n" : "set yrange [0:*]\n") +
           "set ylabel '" + std::string(memory ? "peak MiB per rank" : "tokens/s (global)") + "'\n" +
           series_plot(fig.name + ".dat", series, false));
   fig.has_data = true;
