@@ -65,6 +65,7 @@ bench: deps
 	$(HLP_MPIEXEC) -n 2 $(BUILD_DIR)/bin/hlp-bench-comm
 	$(BUILD_DIR)/bin/hlp-bench-data
 	$(BUILD_DIR)/bin/hlp-bench-model
+	OPENBLAS_NUM_THREADS=1 $(BUILD_DIR)/bin/hlp-bench-attention --threads 1 --lengths 1024,2048,4096,8192
 	bench/train/run_strategies.sh $(BUILD_DIR) $(BUILD_DIR)/bench-train
 	bench/train/run_pipeline.sh $(BUILD_DIR) $(BUILD_DIR)/bench-pipeline 2 4
 

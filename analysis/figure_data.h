@@ -31,20 +31,28 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // sorted by x, one per x
 };
 
-// Per strategy: x = column `x_col` (number), y = y_of(row); the first row at each x wins.
-template <typename F>
-std::vector<Series> series_by_strategy(const std::vector<const ConfigRow*>& rows,
-                                       const std::string& x_col, F y_of) {
+// One series per name_of(row): x = column `x_col` (number), y = y_of(row); the first row at
+// each x wins.
+template <typename N, typename F>
+std::vector<Series> series_by(const std::vector<const ConfigRow*>& rows, const std::string& x_col,
+                              N name_of, F y_of) {
   std::map<std::string, std::map<double, double>> by;
   for (const ConfigRow* r : rows) {
     const double x = double(r->config_int(x_col));
     const double y = y_of(*r);
     if (x < 0 || y != y) continue;  // y != y: NaN
-    by[r->value("strategy")].emplace(x, y);
+    by[name_of(*r)].emplace(x, y);
   }
   std::vector<Series> out;
   for (const auto& [name, pts] : by) out.push_back({name, {pts.begin(), pts.end()}});
   return out;
+}
+
+// Per strategy (series_by with the strategy as the name).
+template <typename F>
+std::vector<Series> series_by_strategy(const std::vector<const ConfigRow*>& rows,
+                                       const std::string& x_col, F y_of) {
+  return series_by(rows, x_col, [](const ConfigRow& r) { return r.value("strategy"); }, y_of);
 }
 
 // Blocks separated by two blank lines (`index i` in gnuplot is series i); with ideal_column a

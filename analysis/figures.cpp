@@ -58,15 +58,21 @@ Figure scaling(const std::vector<ConfigRow>& rows, const std::string& dir) {
 Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool memory) {
   Figure fig = memory
       ? make_figure("context_memory", "Peak memory vs context length",
-               "Peak bytes per rank (max over ranks and steps) against the sequence length for "
-               "each strategy at one world size.")
+               "Peak bytes per rank (max over ranks and steps) against the sequence length, one "
+               "line per strategy, world size and activation checkpointing (+ckpt); log-log "
+               "axes, so memory linear in T rises with slope 1 and quadratic with slope 2.")
       : make_figure("context_throughput", "Throughput vs context length",
-               "Global tokens/s (median after warm-up) against the sequence length for each "
-               "strategy at one world size.");
-  std::vector<std::string> cols = kModelSlice;
-  cols.push_back("world_size");
+               "Global tokens/s (median after warm-up) against the sequence length, one line "
+               "per strategy, world size and activation checkpointing (+ckpt).");
+  // world size and checkpointing become series, not slices: a context sweep compares them
+  std::vector<std::string> cols;
+  for (const auto& c : kModelSlice)
+    if (c != "act_ckpt") cols.push_back(c);
   const auto slice = best_slice(all_rows(rows), cols, "seq_len");
-  auto series = series_by_strategy(slice, "seq_len", [memory](const ConfigRow& r) {
+  auto name_of = [](const ConfigRow& r) {
+    return label(r) + (r.value("act_ckpt") == "true" ? " +ckpt" : "");
+  };
+  auto series = series_by(slice, "seq_len", name_of, [memory](const ConfigRow& r) {
     return memory ? r.peak_bytes_max / kMiB : r.median(schema::kTokensPerS);
   });
   series.erase(std::remove_if(series.begin(), series.end(),
@@ -81,8 +87,9 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   write_gnuplot_script(
       dir, fig.name,
       "set title '" + std::string(memory ? "Peak memory per rank" : "Global throughput") +
-          " vs context length (" + slice.front()->value("world_size") + " ranks)'\n"
-          "set xlabel 'sequence length (tokens)'\nset logscale x 2\nset yrange [0:*]\n"
+          " vs context length (" + slice.front()->value("model") + ")'\n"
+          "set xlabel 'sequence length (tokens)'\nset logscale x 2\n" +
+          std::string(memory ? "set logscale y 2\n" : "set yrange [0:*]\n") +
           "set ylabel '" + std::string(memory ? "peak MiB per rank" : "tokens/s (global)") + "'\n" +
           series_plot(fig.name + ".dat", series, false));
   fig.has_data = true;

@@ -181,6 +181,8 @@ RunData load_one(const std::string& path) {
   c["precision"] = ini_value(ini, "precision");
   c["act_ckpt"] = ini_value(ini, "activation-checkpointing");
   c["gdn_mode"] = ini_value(ini, "gdn-mode");
+  // the kernel that ran (auto resolved) when the file says; else the requested --attn-impl
+  c["attn_impl"] = model && !model->attn_impl.empty() ? model->attn_impl : ini_value(ini, "attn-impl");
   if (pipeline && is_pipeline) {
     run.bubble_fraction = pipeline->bubble_fraction;
     run.bubble_fraction_theory = pipeline->bubble_fraction_theory;

@@ -22,6 +22,7 @@ const std::vector<TrainOption>& train_options() {
       {"pattern", K::text, {}, ""},
       {"gdn-mode", K::choice, {"chunked", "recurrent"}, ""},
       {"kernels", K::choice, {"fused", "reference"}, ""},
+      {"attn-impl", K::choice, {"auto", "naive", "blocked", "sdpa"}, ""},
       {"activation-checkpointing", K::flag, {}, "ac"},
       // finetuning
       {"lora-rank", K::integer, {}, "r"},

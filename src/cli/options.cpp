@@ -113,6 +113,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(model, "kernels", &C::kernels,
         "fused (default: fused CPU kernels for RMSNorm, SwiGLU and the G layers; CUDA and bf16 "
         "keep the reference) | reference (the op-by-op modules)");
+  t.add(model, "attn-impl", &C::attn_impl,
+        "attention kernel of the A and S layers: auto (sdpa on CUDA with LibTorch >= 2, else "
+        "blocked) | naive (materialises T x T, the reference) | blocked (flash-style tiles, "
+        "linear memory) | sdpa");
   t.add_flag(model, "activation-checkpointing", &C::activation_checkpointing,
              "recompute each block's activations in backward instead of storing them");
 
@@ -197,6 +201,9 @@ void validate(const train::TrainConfig& c) {
     throw user_error("--gdn-mode: unknown value '", c.gdn_mode, "'; choose chunked or recurrent");
   if (!one_of(c.kernels, {"fused", "reference"}))
     throw user_error("--kernels: unknown value '", c.kernels, "'; choose fused or reference");
+  if (!one_of(c.attn_impl, {"auto", "naive", "blocked", "sdpa"}))
+    throw user_error("--attn-impl: unknown value '", c.attn_impl,
+                     "'; choose auto, naive, blocked or sdpa");
   if (!one_of(c.precision, {"fp32", "bf16"}))
     throw user_error("--precision: unknown value '", c.precision, "'; choose fp32 or bf16");
   require_positive("tp", c.tp);

@@ -15,6 +15,7 @@
 #include "metrics/schema.h"
 #include "metrics/torch_info.h"
 #include "model/accounting.h"
+#include "model/sdpa_attention.h"
 #include "train/checkpoint.h"
 #include "train/thread_pools.h"
 #include "train/trainer.h"
@@ -124,6 +125,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       metrics::ModelInfo mi;
       mi.name = config.model;
       mi.pattern = so.model.pattern;
+      mi.attn_impl = model::to_string(model::resolve_attn_impl(so.model.attn_impl, torch::kCPU));
       mi.params_total = strategy.params_total();
       mi.params_trainable = strategy.params_trainable();
       mi.flops_per_token = flops_model;

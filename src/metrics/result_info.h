@@ -35,6 +35,7 @@ struct RunInfo {
 struct ModelInfo {
   std::string name;                // preset ("tiny") or "custom"
   std::string pattern;             // layer pattern, e.g. "GGGAGGGS"
+  std::string attn_impl;           // resolved attention kernel: naive | blocked | sdpa ("" = n/a)
   int64_t params_total = 0;
   int64_t params_trainable = 0;
   double flops_per_token = 0.0;           // model-FLOPs convention (6N + mixing)

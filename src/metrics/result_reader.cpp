@@ -225,6 +225,7 @@ std::optional<ModelInfo> ResultReader::model() const {
     ModelInfo m;
     m.name = h5::read_attr_string(g, schema::kModelName);
     m.pattern = h5::read_attr_string(g, schema::kPattern);
+    if (h5::has_attr(g, schema::kAttnImpl)) m.attn_impl = h5::read_attr_string(g, schema::kAttnImpl);
     m.params_total = h5::read_attr_int(g, schema::kParamsTotal);
     m.params_trainable = h5::read_attr_int(g, schema::kParamsTrainable);
     m.flops_per_token = h5::read_attr_double(g, schema::kFlopsPerToken);

@@ -283,6 +283,7 @@ void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) 
                                             H5P_DEFAULT), "create /model");
   h5::write_attr(g, schema::kModelName, m.name);
   h5::write_attr(g, schema::kPattern, m.pattern);
+  h5::write_attr(g, schema::kAttnImpl, m.attn_impl);
   h5::write_attr(g, schema::kParamsTotal, m.params_total);
   h5::write_attr(g, schema::kParamsTrainable, m.params_trainable);
   h5::write_attr(g, schema::kFlopsPerToken, m.flops_per_token);

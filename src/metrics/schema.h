@@ -107,6 +107,7 @@ inline constexpr const char* kFlopsPerToken = "flops_per_token";           // fl
 inline constexpr const char* kFlopsPerTokenExecuted = "flops_per_token_executed";  // float64
 inline constexpr const char* kFlopsConvention = "flops_convention";        // string
 inline constexpr const char* kPattern = "pattern";                         // string "GGGAGGGS"
+inline constexpr const char* kAttnImpl = "attn_impl";  // string: kernel the A/S layers ran
 inline constexpr const char* kModelName = "name";                          // string "tiny"
 inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [world] held by rank
 

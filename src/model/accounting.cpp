@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "model/attention_tiling.h"
+
 namespace hlp::model {
 
 namespace {
@@ -144,6 +146,53 @@ double mixing_training_flops_per_token(const ModelConfig& c, int64_t layer, int6
 
 namespace {
 
+bool is_attention(const ModelConfig& c, int64_t layer) {
+  return c.layer_kind(layer) != LayerKind::gated_delta;
+}
+
+int64_t layer_window(const ModelConfig& c, int64_t layer) {
+  return c.layer_kind(layer) == LayerKind::sliding_window ? c.window : 0;
+}
+
+}  // namespace
+
+MixingFlops mixing_executed_flops_per_token(const ModelConfig& c, int64_t layer,
+                                            int64_t seq_len) {
+  if (!is_attention(c, layer)) {
+    const double total = mixing_training_flops_per_token(c, layer, seq_len);
+    return {total / 3.0, 2.0 * total / 3.0};
+  }
+  const double T = static_cast<double>(seq_len);
+  const double per_entry = static_cast<double>(c.attn_heads * c.attn_head_dim) / T;
+  if (c.attn_impl == AttnImpl::naive) return {4.0 * per_entry * T * T, 8.0 * per_entry * T * T};
+  const double entries =
+      static_cast<double>(visited_score_entries(seq_len, layer_window(c, layer)));
+  return {4.0 * per_entry * entries, 10.0 * per_entry * entries};
+}
+
+AttentionMemory attention_memory(const ModelConfig& c, int64_t layer, int64_t seq_len,
+                                 int64_t micro_batch, int64_t element_bytes) {
+  AttentionMemory m;
+  if (!is_attention(c, layer)) return m;
+  const int64_t B = micro_batch, H = c.attn_heads, KVH = c.attn_kv_heads, T = seq_len,
+                hd = c.attn_head_dim;
+  if (c.attn_impl == AttnImpl::naive) {
+    const int64_t repeated_kv = H == KVH ? 0 : 2 * B * H * T * hd * element_bytes;
+    m.saved_bytes = B * H * T * T * element_bytes + T * T + repeated_kv;
+    m.transient_bytes = 3 * B * H * T * T * element_bytes;
+    return m;
+  }
+  // blocked: fp32 inside for bf16 inputs; grouped q and output [B, H, T, hd], k and v
+  // [B, KVH, T, hd], log-sum-exp [B, H, T]
+  const int64_t e = std::max<int64_t>(element_bytes, 4);
+  m.saved_bytes = (2 * B * H * T * hd + 2 * B * KVH * T * hd + B * H * T) * e;
+  const int64_t tile = std::min<int64_t>(T, kAttentionBlock);
+  m.transient_bytes = 3 * B * H * tile * tile * e + (B * H * T * hd + 2 * B * KVH * T * hd) * e;
+  return m;
+}
+
+namespace {
+
 // Parameters whose values a matmul (or conv) reads per token, per layer: everything except
 // the embedding lookup; the tied matrix is moved to the head where it is multiplied.
 struct MatmulParams {
@@ -184,11 +233,11 @@ std::vector<double> layer_costs(const ModelConfig& c, const LoraConfig& lora, in
   for (size_t i = 0; i < cost.size(); ++i)
     cost[i] = 4.0 * m.frozen[i] + 6.0 * m.trainable_base[i] + 6.0 * m.adapter[i];
   for (int64_t b = 0; b < c.num_layers(); ++b) {
-    const double mixing = mixing_training_flops_per_token(c, b, seq_len);
-    cost[b + 1] += mixing;
+    const MixingFlops mixing = mixing_executed_flops_per_token(c, b, seq_len);
+    cost[b + 1] += mixing.total();
     if (c.activation_checkpointing) {  // one more forward of the block in backward
       cost[b + 1] += 2.0 * (m.frozen[b + 1] + m.trainable_base[b + 1] + m.adapter[b + 1]) +
-                     mixing / 3.0;
+                     mixing.forward;
     }
   }
   return cost;

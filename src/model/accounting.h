@@ -57,13 +57,45 @@ std::vector<double> layer_forward_flops_per_token(const ModelConfig& config, int
 // REFERENCE.md §3: A 12 H d T, S 12 H d min(T, w), G 3 H [6 dk dv + C (5 dk + 3 dv)].
 double mixing_training_flops_per_token(const ModelConfig& config, int64_t layer, int64_t seq_len);
 
+// Token-mixing FLOPs per token that the configured kernel really executes (config.attn_impl;
+// auto and sdpa count as blocked, whose tiles skip what is masked). A and S layers, with
+// E = score entries computed per head (attention_tiling.h):
+//   naive:   E = T^2 (masked entries too); forward 4 H hd E / T, backward 8 H hd E / T
+//   blocked: E = visited_score_entries(T, window); forward 4 H hd E / T, backward
+//            10 H hd E / T (backward recomputes q k^T: five tile products instead of four)
+// G layers: the model term, one third forward and two thirds backward.
+struct MixingFlops {
+  double forward = 0;
+  double backward = 0;
+  double total() const { return forward + backward; }
+};
+MixingFlops mixing_executed_flops_per_token(const ModelConfig& config, int64_t layer,
+                                            int64_t seq_len);
+
+// Memory of one A or S layer's attention kernel (q, k, v and output excluded: every kernel
+// holds those), for `micro_batch` sequences of seq_len tokens in `element_bytes` per element.
+//   saved_bytes:     kept from forward to backward. naive: probabilities [B, H, T, T], the
+//                    [T, T] bool mask and K/V repeated to H heads; blocked: the per-row
+//                    log-sum-exp [B, H, T] and the grouped copies of q, k, v and the output.
+//   transient_bytes: the largest extra working set inside the kernel, forward or backward.
+//                    naive: three [B, H, T, T] tensors (scores, probabilities and their
+//                    gradient live together in backward); blocked: three tiles
+//                    [B, H, block, block] plus dq, dk, dv accumulators.
+struct AttentionMemory {
+  int64_t saved_bytes = 0;
+  int64_t transient_bytes = 0;
+};
+AttentionMemory attention_memory(const ModelConfig& config, int64_t layer, int64_t seq_len,
+                                 int64_t micro_batch, int64_t element_bytes = 4);
+
 struct TrainingFlops {
   // "model FLOPs": 6 N + mixing, N = every parameter a matmul reads (tied matrix once);
   // the convention of the scaling-law / MFU literature, independent of what trains.
   double model_per_token = 0;
   // "executed FLOPs": LoRA-aware. Frozen weight 4 per parameter (forward + input gradient),
-  // trainable 6, adapters 6 r (in + out), mixing term as above, plus one more forward of every
-  // block when activation checkpointing recomputes it.
+  // trainable 6, adapters 6 r (in + out), the mixing FLOPs the kernel executes
+  // (mixing_executed_flops_per_token), plus one more forward of every block when activation
+  // checkpointing recomputes it.
   double executed_per_token = 0;
   int64_t n_params = 0;  // N used in 6 N
 };

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "model/blocked_attention.h"
+#include "model/sdpa_attention.h"
+
 namespace hlp::model {
 
 torch::Tensor apply_rope(const torch::Tensor& x, double theta) {
@@ -27,8 +30,34 @@ torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::D
   return allowed;
 }
 
+torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, int64_t window) {
+  const int64_t heads = q.size(1), kv_heads = k.size(1), T = q.size(2);
+  auto k_full = k, v_full = v;
+  if (heads != kv_heads) {  // GQA: each KV head serves heads / kv_heads query heads
+    k_full = k.repeat_interleave(heads / kv_heads, 1);
+    v_full = v.repeat_interleave(heads / kv_heads, 1);
+  }
+  // scores: [B, H, T, T]
+  auto scores = torch::matmul(q, k_full.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
+  auto allowed = causal_window_mask(T, window, q.device());
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1);
+  return torch::matmul(probs, v_full);  // [B, H, T, hd]
+}
+
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     int64_t window, AttnImpl impl) {
+  switch (resolve_attn_impl(impl, q.device())) {
+    case AttnImpl::naive: return naive_attention(q, k, v, window);
+    case AttnImpl::sdpa: return sdpa_attention(q, k, v, window);
+    default: return blocked_attention(q, k, v, window);
+  }
+}
+
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, int64_t window_)
-    : head_dim(c.attn_head_dim), window(window_), rope_theta(c.rope_theta) {
+    : head_dim(c.attn_head_dim), window(window_), rope_theta(c.rope_theta),
+      attn_impl(c.attn_impl) {
   const int64_t q_width = c.attn_heads * c.attn_head_dim;
   const int64_t kv_width = c.attn_kv_heads * c.attn_head_dim;
   q_proj = register_module("q_proj", LoRALinear(c.hidden, q_width, c.attn_qkv_bias));
@@ -43,19 +72,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto q = q_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
   auto k = k_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
   auto v = v_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
-  const int64_t heads = q.size(1), kv_heads = k.size(1);
   q = apply_rope(q, rope_theta);
   k = apply_rope(k, rope_theta);
-  if (heads != kv_heads) {  // GQA: each KV head serves heads / kv_heads query heads
-    k = k.repeat_interleave(heads / kv_heads, 1);
-    v = v.repeat_interleave(heads / kv_heads, 1);
-  }
-  // scores: [B, H, T, T]
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  auto allowed = causal_window_mask(T, window, x.device());
-  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-  auto probs = torch::softmax(scores, -1);
-  auto out = torch::matmul(probs, v);                      // [B, H, T, hd]
+  auto out = attend(q, k, v, window, attn_impl);                // [B, H, T, hd]
+  const int64_t heads = q.size(1);
   out = out.transpose(1, 2).reshape({B, T, heads * head_dim});  // [B, T, H*hd]
   return o_proj->forward(out);
 }

@@ -5,6 +5,10 @@
 //
 // The head counts are read from the projection outputs at run time (q_proj rows / head_dim),
 // so a tensor-parallel shard holding a slice of the heads runs the same code.
+//
+// Three kernels compute the same softmax(q k^T / sqrt(hd) + mask) v (ModelConfig::attn_impl):
+// naive (the reference, [B, H, T, T] tensors), blocked (blocked_attention.h, linear memory) and
+// sdpa (sdpa_attention.h, CUDA with LibTorch >= 2).
 #include <torch/torch.h>
 
 #include "model/config.h"
@@ -18,6 +22,15 @@ torch::Tensor apply_rope(const torch::Tensor& x, double theta);
 // allowed[i][j] = (j <= i) && (i - j < window); window <= 0 means full causal. [T, T] bool.
 torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::Device& device);
 
+// The reference kernel: materialises the scores and probabilities [B, H, T, T] and repeats
+// K/V for GQA. q: [B, H, T, hd]; k, v: [B, KVH, T, hd] -> [B, H, T, hd].
+torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, int64_t window);
+
+// Dispatches to the kernel `impl` (auto resolved for q's device). Shapes as naive_attention.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     int64_t window, AttnImpl impl);
+
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   // window <= 0: full causal attention (A layers); window > 0: sliding window (S layers).
@@ -30,6 +43,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   int64_t head_dim;
   int64_t window;
   double rope_theta;
+  AttnImpl attn_impl;  // which kernel (HybridLM::set_attn_impl changes it)
 };
 TORCH_MODULE(CausalSelfAttention);
 

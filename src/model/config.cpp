@@ -27,6 +27,24 @@ std::string to_string(Kernels kernels) {
   return kernels == Kernels::fused ? "fused" : "reference";
 }
 
+AttnImpl parse_attn_impl(const std::string& text) {
+  if (text == "auto") return AttnImpl::automatic;
+  if (text == "naive") return AttnImpl::naive;
+  if (text == "blocked") return AttnImpl::blocked;
+  if (text == "sdpa") return AttnImpl::sdpa;
+  throw user_error("--attn-impl '", text, "' is unknown: use auto, naive, blocked or sdpa");
+}
+
+std::string to_string(AttnImpl impl) {
+  switch (impl) {
+    case AttnImpl::automatic: return "auto";
+    case AttnImpl::naive: return "naive";
+    case AttnImpl::blocked: return "blocked";
+    case AttnImpl::sdpa: return "sdpa";
+  }
+  return "auto";
+}
+
 LayerKind ModelConfig::layer_kind(int64_t layer) const {
   return static_cast<LayerKind>(pattern.at(static_cast<size_t>(layer)));
 }
@@ -105,7 +123,8 @@ std::string ModelConfig::summary() const {
      << attn_kv_heads << "x" << attn_head_dim << " window=" << window << " gdn=" << gdn_heads
      << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_variant="
      << (gdn_variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet")
-     << " gdn_mode=" << to_string(gdn_mode) << " kernels=" << to_string(kernels);
+     << " gdn_mode=" << to_string(gdn_mode) << " kernels=" << to_string(kernels)
+     << " attn_impl=" << to_string(attn_impl);
   return os.str();
 }
 

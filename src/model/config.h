@@ -34,6 +34,17 @@ enum class Kernels { reference, fused };
 
 Kernels parse_kernels(const std::string& text);  // "reference" | "fused", else UserError
 std::string to_string(Kernels kernels);
+// Which kernel the A and S layers run (same math, attention.h). `automatic` ("auto") is
+// resolved per device at run time: sdpa on CUDA with LibTorch >= 2, else blocked.
+enum class AttnImpl {
+  automatic,
+  naive,    // the reference: materialises the [B, H, T, T] scores and probabilities
+  blocked,  // FlashAttention-2-style tiles in LibTorch ops: O(T * block) memory (CPU default)
+  sdpa,     // at::scaled_dot_product_attention (LibTorch >= 2, CUDA only)
+};
+
+AttnImpl parse_attn_impl(const std::string& text);  // auto | naive | blocked | sdpa, else UserError
+std::string to_string(AttnImpl impl);
 
 struct ModelConfig {
   std::string name = "custom";
@@ -62,6 +73,8 @@ struct ModelConfig {
   GdnMode gdn_mode = GdnMode::chunked;
   double gdn_norm_eps = 1e-6;  // eps of the per-head output RMSNorm (o_norm); Jet config: 1e-5
   Kernels kernels = Kernels::fused;
+
+  AttnImpl attn_impl = AttnImpl::automatic;  // kernel of the A and S layers (--attn-impl)
 
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight

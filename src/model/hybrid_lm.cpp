@@ -97,6 +97,12 @@ void HybridLMImpl::set_kernels(Kernels kernels) {
   }
 }
 
+void HybridLMImpl::set_attn_impl(AttnImpl impl) {
+  config_.attn_impl = impl;
+  for (auto& b : blocks_)
+    if (b->attention) b->attention->attn_impl = impl;
+}
+
 torch::Tensor cross_entropy_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
   const int64_t V = logits.size(-1);
   return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));

@@ -51,6 +51,7 @@ class HybridLMImpl : public torch::nn::Module {
   void set_activation_checkpointing(bool on);
   void set_gdn_mode(GdnMode mode);
   void set_kernels(Kernels kernels);  // every RMSNorm, SwiGLU and G layer of this model
+  void set_attn_impl(AttnImpl impl);  // every A and S layer
 
   const ModelConfig& config() const { return config_; }
   uint64_t seed() const { return seed_; }

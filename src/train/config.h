@@ -22,6 +22,7 @@ struct TrainConfig {
   std::string pattern;              // overrides the preset's layer pattern when non-empty
   std::string gdn_mode = "chunked";  // chunked|recurrent
   std::string kernels = "fused";     // fused|reference (fused CPU kernels or op-by-op modules)
+  std::string attn_impl = "auto";    // auto|naive|blocked|sdpa
   bool activation_checkpointing = false;
   std::string model_config;  // Hugging Face config.json (file or directory) instead of --model
   std::string init_from;     // HF checkpoint: directory, .safetensors or .index.json; "" = seed init

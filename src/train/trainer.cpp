@@ -12,6 +12,7 @@
 #include "metrics/recorder.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/sdpa_attention.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "parallel/strategy_util.h"
@@ -127,6 +128,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   }
   so.model.activation_checkpointing = c.activation_checkpointing;
   so.model.kernels = model::parse_kernels(c.kernels);
+  so.model.attn_impl = model::parse_attn_impl(c.attn_impl);
+  model::resolve_attn_impl(so.model.attn_impl, torch::kCPU);  // an impossible sdpa fails here, on every rank
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   if (!c.load_adapter.empty()) so.lora = model::hf::read_peft_config(c.load_adapter, so.lora);
   so.seed = c.seed;

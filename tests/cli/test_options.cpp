@@ -108,3 +108,13 @@ TEST_CASE("--kernels: fused by default, reference on request, printed into the I
   CHECK_THAT(error_of({"--kernels", "fast"}), Catch::Contains("--kernels") &&
                                                   Catch::Contains("fused or reference"));
 }
+
+TEST_CASE("attn-impl option: auto by default, the four kernels accepted, others a one-line error",
+          "[cli]") {
+  CHECK(parse({}).config.attn_impl == "auto");
+  for (const char* impl : {"auto", "naive", "blocked", "sdpa"})
+    CHECK(parse({"--attn-impl", impl}).config.attn_impl == impl);
+  const auto message = error_of({"--attn-impl", "flash"});
+  CHECK(message.find("--attn-impl") != std::string::npos);
+  CHECK(message.find("auto, naive, blocked or sdpa") != std::string::npos);
+}

@@ -109,7 +109,10 @@ TEST_CASE("model: LoRA trainable counts match the closed form", "[model][account
 }
 
 TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[model][accounting]") {
-  const auto c = preset("jet-nemotron-2b");
+  // The naive attention kernel executes the whole T x T, exactly the model convention's
+  // mixing term (the blocked kernel's count: test_blocked_attention.cpp).
+  auto c = preset("jet-nemotron-2b");
+  c.attn_impl = AttnImpl::naive;
   const int64_t T = 4096;
   const auto full = training_flops_per_token(c, LoraConfig::none(), T);
   const auto counts = count_parameters(c);
@@ -117,7 +120,12 @@ TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[mo
   double mixing = 0;
   for (int64_t l = 0; l < c.num_layers(); ++l) mixing += mixing_training_flops_per_token(c, l, T);
   CHECK(full.model_per_token == Approx(6.0 * counts.total + mixing));
-  CHECK(full.executed_per_token == Approx(full.model_per_token));  // full finetune: same
+  // naive computes the whole T x T in the S layers too: executed = model + their masked part
+  double naive_s_extra = 0;
+  for (int64_t l = 0; l < c.num_layers(); ++l)
+    if (c.layer_kind(l) == LayerKind::sliding_window)
+      naive_s_extra += 12.0 * c.attn_heads * c.attn_head_dim * (T - std::min<int64_t>(T, c.window));
+  CHECK(full.executed_per_token == Approx(full.model_per_token + naive_s_extra));
   // mixing terms of REFERENCE §3
   CHECK(mixing_training_flops_per_token(c, 14, T) == Approx(12.0 * 12 * 128 * T));
   CHECK(mixing_training_flops_per_token(c, 20, T) == Approx(12.0 * 12 * 128 * 1152));
@@ -129,7 +137,7 @@ TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[mo
   const auto executed = training_flops_per_token(c, lora, T);
   CHECK(executed.model_per_token == Approx(full.model_per_token));
   CHECK(executed.executed_per_token ==
-        Approx(4.0 * counts.total + 6.0 * lora_counts.adapter + mixing));
+        Approx(4.0 * counts.total + 6.0 * lora_counts.adapter + mixing + naive_s_extra));
   CHECK(full.model_per_token / executed.executed_per_token > 1.3);  // REFERENCE: ~1.5x overstated
 
   // layer costs: size L + 2, sum = executed, head carries the tied matrix
@@ -138,7 +146,11 @@ TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[mo
   CHECK(std::accumulate(costs.begin(), costs.end(), 0.0) == Approx(executed.executed_per_token));
   CHECK(costs[0] == 0.0);
   CHECK(costs[29] == Approx(4.0 * (151936.0 * 1536 + 1536)));
-  CHECK(costs[15] > costs[21]);  // full attention at T=4096 costs more than window 1152
+  CHECK(costs[15] == Approx(costs[21]));  // naive: A and S both compute the whole T x T
+  auto blocked = c;
+  blocked.attn_impl = AttnImpl::blocked;
+  const auto blocked_costs = layer_costs(blocked, lora, T);
+  CHECK(blocked_costs[15] > blocked_costs[21]);  // full attention at T=4096 > window 1152
 
   auto checkpointed = c;
   checkpointed.activation_checkpointing = true;
