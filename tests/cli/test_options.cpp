@@ -100,7 +100,7 @@ TEST_CASE("errors name the option and the problem", "[cli]") {
   CHECK(error_of({"--strategy", "ddp"}).empty());
 }
 
-TEST_CASE("--kernels: fused by default, reference on request, printed into the INI", "[cli]") {
+TEST_CASE("kernels option: fused by default, reference on request, printed into the INI", "[cli]") {
   CHECK(parse({}).config.kernels == "fused");
   CHECK(parse({"--kernels", "reference"}).config.kernels == "reference");
   CHECK(hlp::cli::to_ini(parse({"--kernels", "reference"}).config).find("kernels = reference") !=
