@@ -14,7 +14,8 @@ TIMEFORMAT='%R s wall, %U s user, %S s sys'
 { time "$ANALYZE" table "$OUT/files" > "$OUT/table.md" ; } 2> "$OUT/time_md.txt"
 files=$(find "$OUT/files" -name '*.h5' | wc -l)
 rows=$(($(wc -l < "$OUT/table.csv") - 1))
-runs=$(awk -F, 'NR > 1 { s += $19 } END { print s }' "$OUT/table.csv")
+runs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "runs") c = i }
+                NR > 1 { s += $c } END { print s }' "$OUT/table.csv")
 echo "bench: wrote $files files in $(echo "$t1 - $t0" | bc) s"
 echo "bench: hlp-analyze table --csv over $files files: $(tail -1 "$OUT/time_csv.txt") ($rows configurations, $runs runs)"
 echo "bench: hlp-analyze table (markdown) over $files files: $(tail -1 "$OUT/time_md.txt")"
