@@ -134,10 +134,15 @@ def worker(rank, args, port):
                "params_total": cfg["params_total"], "params_trainable": cfg["params_trainable"]}
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
-    # Both ranks leave together: a rank destroying the gloo group while its peer still uses it
-    # was seen to hang the peer at exit (2026-11-22).
+    # Both ranks leave together, and without tearing gloo down: a rank destroying the group (or
+    # the interpreter's teardown) while its peer still used it was seen to hang the peer at exit
+    # with one core spinning (2026-11-22, again 2026-11-23 in a fresh-clone `make test`). After
+    # the barrier, a short grace lets the peer finish it; then leave at once.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(0.5)
+    os._exit(0)
 
 
 def main():
