@@ -103,7 +103,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   if (!config.out.empty()) {
     metrics::WriterOptions wo;
     wo.flush_every_steps = config.flush_every;
-    wo.extra_metrics = {"eval_loss", "precision_bf16"};
+    wo.extra_metrics = {"eval_loss", "precision_bf16", schema::kActivationPredicted};
     writer = std::make_unique<metrics::ResultWriter>(io_comm, config.out, info, wo);
   }
 
@@ -111,7 +111,8 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   const double t_start = now_s();
   train::TrainHooks hooks;
   hooks.recorder = recorder.get();
-  hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy) {
+  hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy,
+                       const train::ActivationProfile& activation) {
     const auto flops = model::training_flops_per_token(so.model, so.lora, config.seq_len);
     flops_model = flops.model_per_token;
     flops_executed = flops.executed_per_token;
@@ -130,6 +131,13 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       mi.params_trainable = strategy.params_trainable();
       mi.flops_per_token = flops_model;
       mi.flops_per_token_executed = flops_executed;
+      for (const auto& k : activation.kinds) {
+        mi.activation_kinds.push_back(k.kind);
+        mi.activation_saved_bytes.push_back(k.saved);
+        mi.activation_saved_checkpointed_bytes.push_back(k.saved_checkpointed);
+        mi.activation_transient_bytes.push_back(k.transient);
+      }
+      mi.activation_probe_lengths = activation.probe_lengths;
       writer->write_model(mi, strategy.held_bytes().param_bytes / 4);
     }
     metrics::CpuAllocatorCounter::reset_peak();
@@ -154,6 +162,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     m[schema::kLr] = r.lr;
     m["eval_loss"] = r.eval_loss;
     m["precision_bf16"] = config.precision == "bf16" ? 1.0 : 0.0;
+    m[schema::kActivationPredicted] = r.activation_predicted_bytes;
     m[schema::kGradNorm] = r.grad_norm;
     const auto held = strategy.held_bytes();
     metrics::CategoryBytes parts{held.param_bytes, held.grad_bytes, r.optimizer_bytes};
