@@ -1,6 +1,7 @@
 #include "model/init.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/native/Resize.h>
 
 #include <cmath>
 
@@ -61,6 +62,25 @@ void init_parameter(const std::string& name, torch::Tensor& param, uint64_t seed
     values.normal_(0.0, 0.02, gen);
   }
   param.copy_(values);
+}
+
+void release_parameter(const torch::Tensor& param) {
+  at::native::resize_bytes_cpu(param.storage().unsafeGetStorageImpl(), 0);
+}
+
+bool has_values(const torch::Tensor& param) {
+  const int64_t needed = (param.storage_offset() + param.numel()) * int64_t(param.element_size());
+  return int64_t(param.storage().nbytes()) >= needed;
+}
+
+void materialise_parameter(const std::string& name, const torch::Tensor& param, uint64_t seed) {
+  if (has_values(param)) return;
+  TORCH_CHECK(param.is_contiguous() && param.storage_offset() == 0,
+              "materialise_parameter: ", name, " is not a whole contiguous parameter");
+  at::native::resize_bytes_cpu(param.storage().unsafeGetStorageImpl(),
+                               size_t(param.numel()) * param.element_size());
+  torch::Tensor p = param;  // init_parameter writes through the same TensorImpl
+  init_parameter(name, p, seed);
 }
 
 }  // namespace hlp::model
