@@ -42,7 +42,9 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t fir
     final_norm = register_module("final_norm", RMSNorm(config.hidden, config.rms_eps));
     settle(*final_norm);
     if (!config.tied_embeddings) {
-      lm_head = register_parameter("lm_head.weight", torch::empty({config.vocab, config.hidden}));
+      // (LibTorch refuses a dot in a parameter name: "lm_head.weight" = module lm_head, "weight")
+      auto head_holder = register_module("lm_head", std::make_shared<torch::nn::Module>());
+      lm_head = head_holder->register_parameter("weight", torch::empty({config.vocab, config.hidden}));
       if (deferred) release_parameter(lm_head);
     }
   }
