@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 #include "metrics/recorder.h"
+#include "model/init.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
@@ -47,7 +48,14 @@ struct ShardedBlockFunction : public torch::autograd::Function<ShardedBlockFunct
 
 ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parameter)
     : options_(options), prefetch_forward_(per_parameter) {
-  model_ = build_model(options_);
+  // Shapes only: each parameter gets its values inside its unit, right before the unit keeps
+  // this rank's shard of it, so building never holds the whole model (only the LoRA factors,
+  // drawn by apply_lora, have values up front).
+  model_ = build_model(options_, model::Values::deferred);
+  const uint64_t seed = options_.seed;
+  const Materialise materialise = [seed](const std::string& name, const torch::Tensor& p) {
+    model::materialise_parameter(name, p, seed);
+  };
   auto all = named_params(*model_);
   params_total_ = numel_of(all, false);
   params_trainable_ = numel_of(all, true);
@@ -72,8 +80,9 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   }
   working_set_bytes_ += 2 * max_block_bytes;
   for (auto& g : groups)
-    units_.push_back(per_parameter ? make_per_param_unit(std::move(g), options_.dp_comm)
-                                   : make_flat_unit(std::move(g), options_.dp_comm));
+    units_.push_back(per_parameter
+                         ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)
+                         : make_flat_unit(std::move(g), options_.dp_comm, materialise));
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
   anchor_ = torch::zeros({}, torch::requires_grad());

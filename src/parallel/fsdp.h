@@ -6,6 +6,9 @@
 // as its backward finished (overlapping the backward of the blocks before it). fsdp2 prefetches
 // the next unit's all-gather while the current one computes, in forward and backward; fsdp
 // prefetches in backward only (FSDP1's default BACKWARD_PRE).
+// Construction: the model is built with deferred values (hybrid_lm.h) and each unit gives one
+// parameter at a time its values and keeps its shard of it, so a rank holds its shards plus one
+// whole parameter (fsdp2) or one whole unit (fsdp) while it builds, never the whole model.
 #include <memory>
 #include <vector>
 
