@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# --precision fp16 with a forced overflow, end to end: 2 real ranks (ddp) start at loss scale
+# 2^30, so the first updates overflow. hlp-train must exit 0, print the skips, and record per
+# step loss_scale (halving while skipped) and step_skipped = 1 in the result file; hlp-analyze's
+# CSV and Markdown tables then show the skipped steps. Usage: fp16_overflow.sh HLP_TRAIN HLP_ANALYZE
+set -u
+HLP_TRAIN=$1
+HLP_ANALYZE=$2
+MPIEXEC=${HLP_MPIEXEC:-mpiexec}
+PY=/usr/bin/python3
+dir=$(mktemp -d /tmp/hlp_fp16.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$MPIEXEC" -n 2 "$HLP_TRAIN" --strategy ddp --model tiny --seq-len 32 --micro-batch 2 \
+    --global-batch 8 --steps 14 --threads 1 --loader-threads 1 --precision fp16 \
+    --loss-scale-init 1073741824 --out "$dir/fp16.h5" > "$dir/out.log" 2>&1 \
+  || { cat "$dir/out.log"; fail "fp16 run with an overflowing loss scale exited non-zero"; }
+cat "$dir/out.log"
+grep -q "loss scale 1.07374e+09 SKIPPED" "$dir/out.log" || fail "progress line does not show the skip"
+skipped=$(sed -n 's/^\[hlp-train\] fp16 loss scaling: \([0-9]*\) of 14 steps skipped.*/\1/p' "$dir/out.log")
+[ -n "$skipped" ] && [ "$skipped" -ge 1 ] && [ "$skipped" -lt 14 ] \
+  || fail "want some but not all of the 14 steps skipped (got '$skipped')"
+
+"$PY" - "$dir/fp16.h5" "$skipped" <<'PYEOF' || fail "result file"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+n = int(sys.argv[2])
+scale = f["/steps/loss_scale"][()]      # [ranks, steps]
+skip = f["/steps/step_skipped"][()]
+loss = f["/steps/loss"][()]
+assert f.attrs["complete"] == 1, "run not complete"
+assert (scale == scale[0]).all() and (skip == skip[0]).all(), "ranks disagree"
+scale, skip = scale[0], skip[0]
+want_skip = np.array([1.0] * n + [0.0] * (len(skip) - n))
+assert (skip == want_skip).all(), f"step_skipped {skip}, want {want_skip}"
+want_scale = np.array([2.0 ** (30 - min(i, n)) for i in range(len(scale))])
+assert (scale == want_scale).all(), f"loss_scale {scale}, want {want_scale}"
+assert np.isfinite(loss).all(), "a loss is not finite"
+assert loss[0, -1] < loss[0, n], f"loss did not go down after the skips: {loss[0]}"
+print(f"ok: {n} steps skipped, loss_scale {scale[0]:g} -> {scale[-1]:g}, "
+      f"loss {loss[0, n]:.4f} -> {loss[0, -1]:.4f}")
+PYEOF
+
+"$HLP_ANALYZE" table "$dir" --csv --warmup 0 > "$dir/table.csv" || fail "hlp-analyze table --csv"
+"$PY" - "$dir/table.csv" "$skipped" <<'PYEOF' || fail "analysis CSV"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 1, rows
+assert rows[0]["precision"] == "fp16", rows[0]["precision"]
+assert float(rows[0]["skipped_steps"]) == float(sys.argv[2]), rows[0]["skipped_steps"]
+print("ok: CSV skipped_steps", rows[0]["skipped_steps"])
+PYEOF
+"$HLP_ANALYZE" table "$dir" --warmup 0 > "$dir/table.md" || fail "hlp-analyze table"
+grep -q "skipped steps" "$dir/table.md" || { cat "$dir/table.md"; fail "Markdown lacks 'skipped steps'"; }
+echo "PASS"
