@@ -24,7 +24,7 @@ struct StepReport {
   double loss = 0.0;  // global mean loss (same on every rank)
   double eval_loss = std::nan("");  // held-out loss, every --eval-every steps (NaN otherwise)
   double lr = 0.0;
-  double grad_norm = 0.0;  // of the true (unscaled) gradients; inf on an fp16 overflow
+  double grad_norm = 0.0;  // of the true (unscaled) gradients; inf / nan on an fp16 overflow
   double loss_scale = 1.0;  // fp16: the scale this step's backward used (1 otherwise)
   bool step_skipped = false;  // fp16: gradients overflowed, no optimizer update this step
   // Every second of the step on the compute thread, attributed once:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # --precision fp16 with a forced overflow, end to end: 2 real ranks (ddp) start at loss scale
-# 2^30, so the first updates overflow. hlp-train must exit 0, print the skips, and record per
+# 2^24, so the first updates overflow. hlp-train must exit 0, print the skips, and record per
 # step loss_scale (halving while skipped) and step_skipped = 1 in the result file; hlp-analyze's
 # CSV and Markdown tables then show the skipped steps. Usage: fp16_overflow.sh HLP_TRAIN HLP_ANALYZE
 set -u
@@ -14,10 +14,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 "$MPIEXEC" -n 2 "$HLP_TRAIN" --strategy ddp --model tiny --seq-len 32 --micro-batch 2 \
     --global-batch 8 --steps 14 --threads 1 --loader-threads 1 --precision fp16 \
-    --loss-scale-init 1073741824 --out "$dir/fp16.h5" > "$dir/out.log" 2>&1 \
+    --loss-scale-init 16777216 --lr 5e-3 --eval-every 1 --out "$dir/fp16.h5" > "$dir/out.log" 2>&1 \
   || { cat "$dir/out.log"; fail "fp16 run with an overflowing loss scale exited non-zero"; }
 cat "$dir/out.log"
-grep -q "loss scale 1.07374e+09 SKIPPED" "$dir/out.log" || fail "progress line does not show the skip"
+grep -q "loss scale 1.67772e+07 SKIPPED" "$dir/out.log" || fail "progress line does not show the skip"
 skipped=$(sed -n 's/^\[hlp-train\] fp16 loss scaling: \([0-9]*\) of 14 steps skipped.*/\1/p' "$dir/out.log")
 [ -n "$skipped" ] && [ "$skipped" -ge 1 ] && [ "$skipped" -lt 14 ] \
   || fail "want some but not all of the 14 steps skipped (got '$skipped')"
@@ -32,14 +32,21 @@ loss = f["/steps/loss"][()]
 assert f.attrs["complete"] == 1, "run not complete"
 assert (scale == scale[0]).all() and (skip == skip[0]).all(), "ranks disagree"
 scale, skip = scale[0], skip[0]
-want_skip = np.array([1.0] * n + [0.0] * (len(skip) - n))
-assert (skip == want_skip).all(), f"step_skipped {skip}, want {want_skip}"
-want_scale = np.array([2.0 ** (30 - min(i, n)) for i in range(len(scale))])
-assert (scale == want_scale).all(), f"loss_scale {scale}, want {want_scale}"
+lead = int(np.argmin(skip)) if (skip == 0).any() else len(skip)
+assert 1 <= lead < len(skip), f"step_skipped {skip}: want leading skips, then training"
+assert skip.sum() == n, f"{skip.sum()} skipped in the file, {n} in the log"
+assert scale[0] == 2.0 ** 24, scale
+# x 0.5 after each skipped step, unchanged after a clean one (growth needs 2000 clean steps)
+want = scale[0] * np.concatenate([[1.0], np.cumprod(np.where(skip[:-1] > 0, 0.5, 1.0))])
+assert (scale == want).all(), f"loss_scale {scale}, want {want}"
+assert not np.isfinite(f["/steps/grad_norm"][0][skip > 0]).any(), "skipped step with a finite norm"
+assert np.isfinite(f["/steps/grad_norm"][0][skip == 0]).all(), "clean step with a non-finite norm"
 assert np.isfinite(loss).all(), "a loss is not finite"
-assert loss[0, -1] < loss[0, n], f"loss did not go down after the skips: {loss[0]}"
-print(f"ok: {n} steps skipped, loss_scale {scale[0]:g} -> {scale[-1]:g}, "
-      f"loss {loss[0, n]:.4f} -> {loss[0, -1]:.4f}")
+ev = f["/steps/eval_loss"][0]  # held-out loss after each step: moves only on clean steps
+assert (ev[1:][skip[1:] > 0] == ev[:-1][skip[1:] > 0]).all(), f"a skipped step moved the weights: {ev}"
+assert ev[-1] < ev[lead - 1], f"held-out loss did not go down after the skips: {ev}"
+print(f"ok: {n} steps skipped ({lead} leading), loss_scale {scale[0]:g} -> {scale[-1]:g}, "
+      f"held-out loss {ev[lead - 1]:.4f} -> {ev[-1]:.4f}")
 PYEOF
 
 "$HLP_ANALYZE" table "$dir" --csv --warmup 0 > "$dir/table.csv" || fail "hlp-analyze table --csv"

@@ -16,9 +16,10 @@ using namespace hlp;
 namespace {
 
 // Measured on this tiny configuration (8 steps, lr 5e-3, LoRA r8): the largest relative
-// difference between an fp16 and the fp32 single trajectory, over single / ddp / fsdp2 / pp,
-// is about 1e-3 (see docs/strategies.md, Precision); 5e-3 leaves room for summation order.
-constexpr double kFp16RelTol = 5e-3;
+// difference between an fp16 and the fp32 single trajectory is 3.6e-6 for single, ddp, fsdp2
+// and pp alike (bf16 on the same runs: 1.5e-4; docs/strategies.md, Precision). 3e-5 allows ~8x
+// that for summation order; fp32 parity among strategies is 1e-5 (parity_check.h).
+constexpr double kFp16RelTol = 3e-5;
 
 struct Fp16Run {
   std::vector<double> losses, loss_scale, eval_loss;
@@ -99,30 +100,37 @@ TEST_CASE("a forced fp16 overflow skips updates, halves the scale, then trains",
     SECTION(strategy) {
       auto c = fp16_config(strategy);
       c.steps = 16;
-      c.loss_scale_init = std::ldexp(1.0, 30);  // scaled gradients far beyond fp16's 65504
+      c.loss_scale_init = std::ldexp(1.0, 24);  // scaled gradients far beyond fp16's 65504
       c.eval_every = 1;  // the held-out loss shows whether the weights moved
       const auto r = run(c, test::world());
       REQUIRE(r.losses.size() == size_t(c.steps));  // no non-finite stop: overflow is not fatal
       CHECK(r.outcome.non_finite.empty());
       REQUIRE(r.skipped.front());
-      size_t skipped = 0;
-      while (skipped < r.skipped.size() && r.skipped[skipped]) ++skipped;
-      INFO(strategy << ": " << skipped << " leading steps skipped");
-      REQUIRE(skipped < r.skipped.size());  // the scale came down far enough to train
-      CHECK(r.outcome.skipped_steps == int64_t(skipped));
+      size_t leading = 0, skipped = 0, clean = 0;
+      while (leading < r.skipped.size() && r.skipped[leading]) ++leading;
+      INFO(strategy << ": " << leading << " leading steps skipped");
+      REQUIRE(leading < r.skipped.size());  // the scale came down far enough to train
+      CHECK(r.loss_scale[0] == std::ldexp(1.0, 24));
       for (size_t i = 0; i < r.losses.size(); ++i) {
         CHECK(std::isfinite(r.losses[i]));
-        if (i < skipped) {
-          CHECK(r.loss_scale[i] == std::ldexp(1.0, 30 - int(i)));  // x 0.5 per overflow
-          if (i > 0) CHECK(r.eval_loss[i] == r.eval_loss[i - 1]);  // no update: same weights
-        } else {
-          CHECK_FALSE(r.skipped[i]);  // once it fits it stays (growth interval 2000)
-          CHECK(r.loss_scale[i] == r.loss_scale[skipped]);
-        }
+        (r.skipped[i] ? skipped : clean) += 1;
+        if (i == 0) continue;
+        // x 0.5 after each overflow, unchanged otherwise (growth needs 2000 clean steps). Once
+        // training moves the weights the gradients can grow and overflow again: allowed.
+        CHECK(r.loss_scale[i] == r.loss_scale[i - 1] * (r.skipped[i - 1] ? 0.5 : 1.0));
+        if (r.skipped[i])
+          CHECK(r.eval_loss[i] == r.eval_loss[i - 1]);  // no update: the same weights
+        else
+          CHECK(r.eval_loss[i] != r.eval_loss[i - 1]);  // an update
       }
-      CHECK(r.loss_scale[skipped] == std::ldexp(1.0, 30 - int(skipped)));
-      CHECK(r.eval_loss[skipped] != r.eval_loss[skipped - 1]);  // the first update moved them
-      CHECK(r.eval_loss.back() < r.eval_loss[skipped]);  // it trains after the overflows
+      CHECK(r.loss_scale[leading] == std::ldexp(1.0, 24 - int(leading)));
+      CHECK(r.outcome.skipped_steps == int64_t(skipped));
+      CHECK(clean >= 3);
+      CHECK(r.eval_loss.back() < r.eval_loss[leading - 1]);  // it trained after the overflows
+      if (test::world()->rank() == 0)
+        std::printf("[fp16] %s, loss scale 2^24: %zu of %zu steps skipped (%zu leading), "
+                    "scale 2^24 -> %g\n", strategy, skipped, r.skipped.size(), leading,
+                    r.loss_scale.back());
     }
   }
 }
