@@ -2,7 +2,8 @@
 # --precision fp16 with a forced overflow, end to end: 2 real ranks (ddp) start at loss scale
 # 2^24, so the first updates overflow. hlp-train must exit 0, print the skips, and record per
 # step loss_scale (halving while skipped) and step_skipped = 1 in the result file; hlp-analyze's
-# CSV and Markdown tables then show the skipped steps. Usage: fp16_overflow.sh HLP_TRAIN HLP_ANALYZE
+# CSV and Markdown tables then show the skipped steps; a resumed fp16 run continues bit for bit.
+# Usage: fp16_overflow.sh HLP_TRAIN HLP_ANALYZE
 set -u
 HLP_TRAIN=$1
 HLP_ANALYZE=$2
@@ -60,4 +61,25 @@ print("ok: CSV skipped_steps", rows[0]["skipped_steps"])
 PYEOF
 "$HLP_ANALYZE" table "$dir" --warmup 0 > "$dir/table.md" || fail "hlp-analyze table"
 grep -q "skipped steps" "$dir/table.md" || { cat "$dir/table.md"; fail "Markdown lacks 'skipped steps'"; }
+
+# Resume: the loss scale, its clean-step count and AdamW's step count (skipped steps do not
+# advance it) are in the checkpoint, so a run resumed after step 4 (all 4 skipped) continues
+# exactly as the uninterrupted one.
+common=(--strategy ddp --model tiny --seq-len 32 --micro-batch 2 --global-batch 8 --steps 10
+        --threads 1 --loader-threads 1 --precision fp16 --loss-scale-init 16777216 --lr 5e-3
+        --trace false --checkpoint-dir "$dir/ck")
+"$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --checkpoint-every 4 --out "$dir/a.h5" \
+    > "$dir/a.log" 2>&1 || { cat "$dir/a.log"; fail "fp16 run with checkpoints"; }
+grep -q "^loss_scale 1048576$" "$dir/ck/step_4/rank_0.txt" \
+  || { cat "$dir/ck/step_4/rank_0.txt"; fail "checkpoint lacks the halved loss scale"; }
+echo step_4 > "$dir/ck/latest"
+"$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --resume --out "$dir/b.h5" > "$dir/b.log" 2>&1 \
+  || { cat "$dir/b.log"; fail "fp16 resume"; }
+"$PY" - "$dir/a.h5" "$dir/b.h5" <<'PYEOF' || fail "resumed fp16 run differs"
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for m in ("loss", "loss_scale", "step_skipped"):
+    assert (a["/steps/" + m][0][4:] == b["/steps/" + m][0]).all(), (m, a["/steps/" + m][0], b["/steps/" + m][0])
+print("ok: resumed at step 4, losses and loss scales equal the uninterrupted run's bit for bit")
+PYEOF
 echo "PASS"
