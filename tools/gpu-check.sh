@@ -33,13 +33,15 @@
 # Options: --bundle DIR (default build-gpu-bundle), --build DIR (default build-gpu),
 #          --cpu-dry-run (everything with --device cpu, Debian's LibTorch, the bundle's MPI/HDF5
 #          instead of the system's, no perf runs: exercises unpack, relocation and configure here),
-#          --no-perf, --configure-only (stop after the configure row), --jobs N.
+#          --no-perf, --configure-only (stop after the configure row), --jobs N,
+#          --no-bundle (a cluster: MPI, HDF5, Boost, ... from modules / CMAKE_PREFIX_PATH in the
+#          environment, mpiexec from PATH; no Debian bundle, no prefix check).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
-dry=0 perf=1 configure_only=0 jobs="$(nproc)"
+dry=0 perf=1 configure_only=0 use_bundle=1 jobs="$(nproc)"
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle="$(realpath -m "$2")"; shift 2 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --cpu-dry-run) dry=1; perf=0; shift ;;
     --no-perf) perf=0; shift ;;
     --configure-only) configure_only=1; shift ;;
+    --no-bundle) use_bundle=0; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
@@ -103,6 +106,7 @@ else
 fi
 
 # ---------------------------------------------------------------- bundle -> prefix
+if [ "$use_bundle" = 1 ]; then
 [ -f "$bundle/MANIFEST" ] || { row bundle FAIL "$bundle/MANIFEST missing: run tools/gpu-bundle.sh on a Debian 12 machine and carry $bundle"; finish; }
 bad=""
 while read -r pkg ver size sha; do
@@ -163,14 +167,22 @@ if [ -n "$missing" ]; then
 fi
 row bundle ok "$(wc -l <"$bundle/MANIFEST") packages, $(du -sm "$bundle" | cut -f1) MiB of .deb -> $prefix; ldd clean"
 
+else
+  row bundle skip "--no-bundle: dependencies from the environment (modules, CMAKE_PREFIX_PATH)"
+fi
 # ---------------------------------------------------------------- configure
-cm=(cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
-    "-DCMAKE_PREFIX_PATH=$torch_prefix;$prefix/usr"
-    "-DMPI_C_COMPILER=$prefix/usr/bin/mpicc.mpich" "-DMPI_CXX_COMPILER=$prefix/usr/bin/mpicxx.mpich"
-    "-DMPIEXEC_EXECUTABLE=$prefix/usr/bin/mpiexec.hydra"
-    "-DHDF5_C_COMPILER_EXECUTABLE=$prefix/usr/bin/h5pcc.mpich"
-    "-DPKG_CONFIG_EXECUTABLE=$prefix/usr/bin/pkgconf"
-    "-DBoost_NO_SYSTEM_PATHS=ON" "-DBoost_ROOT=$prefix/usr" "-DICU_ROOT=$prefix/usr")
+if [ "$use_bundle" = 1 ]; then
+  cm=(cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
+      "-DCMAKE_PREFIX_PATH=$torch_prefix;$prefix/usr"
+      "-DMPI_C_COMPILER=$prefix/usr/bin/mpicc.mpich" "-DMPI_CXX_COMPILER=$prefix/usr/bin/mpicxx.mpich"
+      "-DMPIEXEC_EXECUTABLE=$prefix/usr/bin/mpiexec.hydra"
+      "-DHDF5_C_COMPILER_EXECUTABLE=$prefix/usr/bin/h5pcc.mpich"
+      "-DPKG_CONFIG_EXECUTABLE=$prefix/usr/bin/pkgconf"
+      "-DBoost_NO_SYSTEM_PATHS=ON" "-DBoost_ROOT=$prefix/usr" "-DICU_ROOT=$prefix/usr")
+else
+  cm=(cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
+      "-DCMAKE_PREFIX_PATH=$torch_prefix${CMAKE_PREFIX_PATH:+;${CMAKE_PREFIX_PATH//:/;}}")
+fi
 command -v ninja >/dev/null && cm+=(-G Ninja)
 if [ "$dry" = 0 ]; then
   cm+=(-DHLP_WITH_CUDA=ON)
@@ -183,7 +195,8 @@ if ! "${cm[@]}" >>"$log" 2>&1; then
   row configure FAIL "cmake failed (last lines of $log):"; tail -25 "$log"; finish
 fi
 # every dependency but LibTorch and CUDA must come from the prefix
-outside="$(grep -E '^(HDF5_C_LIBRARY_[a-z0-9_]*|MPI_C_HEADER_DIR|MPI_mpi_LIBRARY|MPI_mpich_LIBRARY|HDF5_C_INCLUDE_DIR|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|Boost_INCLUDE_DIR|Boost_DIR|boost_program_options_DIR|Catch2_DIR|nlohmann_json_DIR|ICU_INCLUDE_DIR|ICU_UC_LIBRARY_RELEASE|pkgcfg_lib_SENTENCEPIECE_sentencepiece|pkgcfg_lib_PCRE2_pcre2-8|PKG_CONFIG_EXECUTABLE)[:=]' "$build/CMakeCache.txt" |
+outside=""
+[ "$use_bundle" = 1 ] && outside="$(grep -E '^(HDF5_C_LIBRARY_[a-z0-9_]*|MPI_C_HEADER_DIR|MPI_mpi_LIBRARY|MPI_mpich_LIBRARY|HDF5_C_INCLUDE_DIR|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|Boost_INCLUDE_DIR|Boost_DIR|boost_program_options_DIR|Catch2_DIR|nlohmann_json_DIR|ICU_INCLUDE_DIR|ICU_UC_LIBRARY_RELEASE|pkgcfg_lib_SENTENCEPIECE_sentencepiece|pkgcfg_lib_PCRE2_pcre2-8|PKG_CONFIG_EXECUTABLE)[:=]' "$build/CMakeCache.txt" |
   grep -v "=$prefix" | grep -v '=$' | grep -vE '^HDF5_C_LIBRARY_(m|dl):' | cut -c1-160 | tr '\n' ';')"
 if [ -n "$outside" ]; then
   row configure FAIL "found outside the bundle prefix: $outside"; finish
@@ -200,6 +213,9 @@ fi
 row build ok "$(( $(date +%s) - t0 )) s, -j $jobs"
 bin="$build/bin"
 mpiexec="$prefix/usr/bin/mpiexec.hydra"
+[ "$use_bundle" = 1 ] || mpiexec="$(grep -E '^MPIEXEC_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2)"
+mpi_extra=()   # Open MPI counts slots: 2 ranks in a 1-task allocation need --oversubscribe
+"$mpiexec" --version 2>&1 | grep -q "Open MPI" && mpi_extra=(--oversubscribe)
 has_device=0
 "$bin/hlp-train" --help 2>/dev/null | grep -q -- '--device' && has_device=1
 if [ "$has_device" = 0 ]; then
@@ -234,7 +250,7 @@ run() {
               --loader-threads 1 --out "$runs/$name.h5" "$@")
   [ "$has_device" = 1 ] && args+=(--device "$device" --comm "$comm")
   rm -f "$runs/$name.h5"
-  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$mpiexec" -n "$np" "$bin/hlp-train" "${args[@]}" >"$runs/$name.log" 2>&1
+  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$mpiexec" "${mpi_extra[@]}" -n "$np" "$bin/hlp-train" "${args[@]}" >"$runs/$name.log" 2>&1
 }
 # losses A B TOL: max over steps of |a - b| / |b| (rank mean per step), and the step count
 cmp_losses() {
@@ -306,7 +322,7 @@ if [ "$perf" = 1 ]; then
   tok="$build/datasets/qwen3/tokenizer.json"
   for s in single fsdp2; do
     rm -f "$runs/perf-$s.h5"
-    if OPENBLAS_NUM_THREADS=1 "$mpiexec" -n 1 "$bin/hlp-train" --strategy "$s" --device cuda --comm nccl \
+    if OPENBLAS_NUM_THREADS=1 "$mpiexec" "${mpi_extra[@]}" -n 1 "$bin/hlp-train" --strategy "$s" --device cuda --comm nccl \
          --model jet-nemotron-2b --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 --precision bf16 \
          --seq-len 4096 --micro-batch 1 --global-batch 1 --steps 8 --warmup-steps 2 --lr 1e-4 \
          --seed 1234 --out "$runs/perf-$s.h5" >"$runs/perf-$s.log" 2>&1; then
