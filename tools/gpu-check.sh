@@ -35,13 +35,16 @@
 #          instead of the system's, no perf runs: exercises unpack, relocation and configure here),
 #          --no-perf, --configure-only (stop after the configure row), --jobs N,
 #          --no-bundle (a cluster: MPI, HDF5, Boost, ... from modules / CMAKE_PREFIX_PATH in the
-#          environment, mpiexec from PATH; no Debian bundle, no prefix check).
+#          environment, mpiexec from PATH; no Debian bundle, no prefix check),
+#          --only-build (stop after the build row) and --skip-build (reuse BUILD as it is): the
+#          device tool allows 10 minutes a command, so build in one call and check in the next
+#          (the machine keeps BUILD while it stays warm).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
-dry=0 perf=1 configure_only=0 use_bundle=1 jobs="$(nproc)"
+dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 jobs="$(nproc)"
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle="$(realpath -m "$2")"; shift 2 ;;
@@ -50,6 +53,8 @@ while [ $# -gt 0 ]; do
     --no-perf) perf=0; shift ;;
     --configure-only) configure_only=1; shift ;;
     --no-bundle) use_bundle=0; shift ;;
+    --only-build) only_build=1; shift ;;
+    --skip-build) skip_build=1; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
@@ -170,6 +175,10 @@ row bundle ok "$(wc -l <"$bundle/MANIFEST") packages, $(du -sm "$bundle" | cut -
 else
   row bundle skip "--no-bundle: dependencies from the environment (modules, CMAKE_PREFIX_PATH)"
 fi
+if [ "$skip_build" = 1 ]; then
+  [ -x "$build/bin/hlp-train" ] || { row build FAIL "--skip-build but no $build/bin/hlp-train (run --only-build first)"; finish; }
+  row build skip "--skip-build: reusing $build"
+else
 # ---------------------------------------------------------------- configure
 if [ "$use_bundle" = 1 ]; then
   cm=(cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
@@ -211,6 +220,8 @@ if ! cmake --build "$build" -j "$jobs" >>"$log" 2>&1; then
   row build FAIL "build failed (see $log)"; grep -E 'error|Error' "$log" | tail -15; finish
 fi
 row build ok "$(( $(date +%s) - t0 )) s, -j $jobs"
+fi
+[ "$only_build" = 1 ] && finish
 bin="$build/bin"
 mpiexec="$prefix/usr/bin/mpiexec.hydra"
 [ "$use_bundle" = 1 ] || mpiexec="$(grep -E '^MPIEXEC_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2)"
@@ -224,10 +235,11 @@ if [ "$has_device" = 0 ]; then
 fi
 
 # ---------------------------------------------------------------- ctest: CUDA-labelled + MPI comm on CUDA tensors
-( cd "$build" && ctest -L cuda --output-on-failure -j1 ) >>"$log" 2>&1
+( cd "$build" && ctest -L cuda --output-on-failure -j1 ) >"$build/ctest-cuda.log" 2>&1
 rc=$?
+cat "$build/ctest-cuda.log" >>"$log"
 line="$(cd "$build" && ctest -L cuda -N 2>/dev/null | grep -c 'Test *#')"
-skipped="$(grep -cE '\*\*\*Skipped|Not Run' "$log")"
+skipped="$(grep -cE '\*\*\*Skipped|Not Run' "$build/ctest-cuda.log")"
 if [ "$dry" = 1 ]; then
   [ $rc = 0 ] && row ctest-cuda ok "$line cuda-labelled tests ran or skipped without a GPU ($skipped skipped)" ||
     row ctest-cuda FAIL "ctest -L cuda (see $log)"
