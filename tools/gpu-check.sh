@@ -38,13 +38,14 @@
 #          environment, mpiexec from PATH; no Debian bundle, no prefix check),
 #          --only-build (stop after the build row) and --skip-build (reuse BUILD as it is): the
 #          device tool allows 10 minutes a command, so build in one call and check in the next
-#          (the machine keeps BUILD while it stays warm).
+#          (the machine keeps BUILD while it stays warm); --targets "A B" builds only those
+#          (a quicker dry run: hlp-train hlp-analyze hlp_sdpa_cuda_test).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
-dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 jobs="$(nproc)"
+dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 targets="" jobs="$(nproc)"
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle="$(realpath -m "$2")"; shift 2 ;;
@@ -55,6 +56,7 @@ while [ $# -gt 0 ]; do
     --no-bundle) use_bundle=0; shift ;;
     --only-build) only_build=1; shift ;;
     --skip-build) skip_build=1; shift ;;
+    --targets) targets="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
@@ -90,6 +92,19 @@ summary() {
 finish() { summary | tee -a "$log"; exit "$failed"; }
 
 # ---------------------------------------------------------------- environment
+# dpkg -x where there is dpkg; else the .deb's ar member data.tar.* through tar (same result)
+deb_extract() {
+  if command -v dpkg >/dev/null; then dpkg -x "$1" "$2"; return; fi
+  local member
+  member="$(ar t "$1" | grep '^data\.tar')" || return 1
+  case "$member" in
+    *.xz) ar p "$1" "$member" | tar -xJ -C "$2" ;;
+    *.zst) ar p "$1" "$member" | zstd -dc | tar -x -C "$2" ;;
+    *.gz) ar p "$1" "$member" | tar -xz -C "$2" ;;
+    *) ar p "$1" "$member" | tar -x -C "$2" ;;
+  esac
+}
+command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="$PATH:/usr/local/cuda/bin"; }
 python=""
 for p in "${HLP_PYTHON:-}" python3 /usr/bin/python3; do
   [ -n "$p" ] && "$p" -c 'import h5py' >/dev/null 2>&1 && { python="$p"; break; }
@@ -122,7 +137,7 @@ done <"$bundle/MANIFEST"
 stamp="$(cat "$bundle/MANIFEST" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$prefix/.stamp" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "$prefix" && mkdir -p "$prefix"
-  for f in "$bundle"/*.deb; do dpkg -x "$f" "$prefix" || { row bundle FAIL "dpkg -x $f"; finish; }; done
+  for f in "$bundle"/*.deb; do deb_extract "$f" "$prefix" || { row bundle FAIL "unpacking $f"; finish; }; done
   P="$prefix" "$python" - <<'EOF' || { row bundle FAIL "relocating the prefix"; finish; }
 # Relocate what names /usr: the MPI and HDF5 compiler wrappers, pkg-config files, HDF5 settings.
 import os, re, glob
@@ -216,10 +231,11 @@ row configure ok "$(grep -E '^-- HLP: LibTorch' "$log" | tail -1 | sed 's/^-- HL
 # ---------------------------------------------------------------- build
 say "build: cmake --build $build -j $jobs"
 t0=$(date +%s)
-if ! cmake --build "$build" -j "$jobs" >>"$log" 2>&1; then
+tgt=(); for t in $targets; do tgt+=(--target "$t"); done
+if ! cmake --build "$build" -j "$jobs" "${tgt[@]}" >>"$log" 2>&1; then
   row build FAIL "build failed (see $log)"; grep -E 'error|Error' "$log" | tail -15; finish
 fi
-row build ok "$(( $(date +%s) - t0 )) s, -j $jobs"
+row build ok "$(( $(date +%s) - t0 )) s, -j $jobs${targets:+, targets: $targets}"
 fi
 [ "$only_build" = 1 ] && finish
 bin="$build/bin"
