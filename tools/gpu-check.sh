@@ -288,7 +288,7 @@ a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def losses(f):
     with h5py.File(f, "r") as h:
         x = np.asarray(h["/steps/loss"], dtype=np.float64)
-        return x.mean(axis=tuple(range(1, x.ndim))) if x.ndim > 1 else x
+        return x.mean(axis=0) if x.ndim > 1 else x   # [ranks, steps] -> per step
 la, lb = losses(a), losses(b)
 n = min(len(la), len(lb))
 if n < 5 or len(la) != len(lb) or not np.all(np.isfinite(la)):
@@ -326,7 +326,7 @@ def held(f):
         return {k: np.asarray(h["/steps/" + k]) for k in ("param_bytes", "grad_bytes", "optimizer_bytes")}
 a, b = held(sys.argv[1]), held(sys.argv[2])
 ok = all(a[k].shape == b[k].shape and np.array_equal(a[k], b[k]) and np.all(a[k] > 0) for k in a)
-last = lambda x: x[-1].tolist() if x.ndim > 1 else [int(x[-1])]
+last = lambda x: [int(v) for v in x[:, -1]] if x.ndim > 1 else [int(x[-1])]  # [ranks, steps]: each rank's last step
 print(", ".join(f"{k} {last(a[k])}" for k in a) + ("" if ok else f"  vs CPU {', '.join(str(last(b[k])) for k in b)}"))
 sys.exit(0 if ok else 1)
 EOF
@@ -358,7 +358,7 @@ if [ "$perf" = 1 ]; then
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as h:
     tps = np.asarray(h["/steps/tokens_per_s"], dtype=float); pk = np.asarray(h["/steps/peak_bytes"], dtype=float)
-    tps = tps.min(axis=tuple(range(1, tps.ndim))) if tps.ndim > 1 else tps
+    tps = tps.min(axis=0) if tps.ndim > 1 else tps   # [ranks, steps]
     dev = h.attrs.get("device", b"?"); dev = dev.decode() if isinstance(dev, bytes) else dev
 print(f"{np.median(tps[2:]):,.0f} tokens/s (median of steps 3-{len(tps)}), peak {pk.max() / 2**30:.2f} GiB, {dev}")
 EOF
