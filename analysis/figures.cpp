@@ -96,15 +96,15 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   return fig;
 }
 
-// Measured activation bytes (peak minus the held parts) next to hlp-train's prediction
-// (train/activation_model.h) against T: one measured and one predicted line per series.
+// Measured activation bytes (peak minus the held parts) over hlp-train's prediction
+// (train/activation_model.h) against T, one line per series: 1 = predicted exactly.
 Figure context_activation(const std::vector<ConfigRow>& rows, const std::string& dir) {
   Figure fig = make_figure(
-      "context_activation", "Activation memory vs context length: measured and predicted",
+      "context_activation", "Activation memory vs context length: measured / predicted",
       "Per-rank activation bytes (peak minus parameters, gradients and optimizer state; median "
-      "after warm-up, max over ranks) against the sequence length, and the activation peak "
-      "hlp-train predicted before the first step from its per-layer-kind probe (`predicted`). "
-      "Log-log axes.");
+      "after warm-up, max over ranks) divided by the activation peak hlp-train predicted before "
+      "the first step from its per-layer-kind probe at T = 128 and 256 "
+      "(`activation_predicted_bytes`), against the sequence length; 1 = predicted exactly.");
   std::vector<std::string> cols;
   for (const auto& c : kModelSlice)
     if (c != "act_ckpt") cols.push_back(c);
@@ -112,30 +112,23 @@ Figure context_activation(const std::vector<ConfigRow>& rows, const std::string&
   auto name_of = [](const ConfigRow& r) {
     return label(r) + (r.value("act_ckpt") == "true" ? " +ckpt" : "");
   };
-  auto measured = series_by(slice, "seq_len", name_of, [](const ConfigRow& r) {
-    return r.median(schema::kActivationBytes) / kMiB;
+  auto series = series_by(slice, "seq_len", name_of, [](const ConfigRow& r) {
+    return r.median(schema::kActivationBytes) / r.median(schema::kActivationPredicted);
   });
-  auto predicted = series_by(slice, "seq_len",
-                             [&](const ConfigRow& r) { return name_of(r) + " predicted"; },
-                             [](const ConfigRow& r) {
-                               return r.median(schema::kActivationPredicted) / kMiB;
-                             });
-  auto too_short = [](const Series& s) { return s.points.size() < 2; };
-  measured.erase(std::remove_if(measured.begin(), measured.end(), too_short), measured.end());
-  predicted.erase(std::remove_if(predicted.begin(), predicted.end(), too_short), predicted.end());
-  if (measured.empty() || predicted.empty()) {
+  series.erase(std::remove_if(series.begin(), series.end(),
+                              [](const Series& s) { return s.points.size() < 2; }),
+               series.end());
+  if (series.empty()) {
     fig.skip_reason = "no configuration with hlp-train's activation prediction was measured at "
                       "two or more sequence lengths";
     return fig;
   }
-  std::vector<Series> series = measured;
-  series.insert(series.end(), predicted.begin(), predicted.end());
-  write_series(dir + "/" + fig.name + ".dat", series, "seq_len  activation_MiB", false);
+  write_series(dir + "/" + fig.name + ".dat", series, "seq_len  measured_over_predicted", false);
   write_gnuplot_script(dir, fig.name,
-                       "set title 'Activation memory per rank vs context length (" +
+                       "set title 'Activation memory per rank: measured / predicted (" +
                            slice.front()->value("model") + ")'\n"
                            "set xlabel 'sequence length (tokens)'\nset logscale x 2\n"
-                           "set logscale y 2\nset ylabel 'activation MiB per rank'\n" +
+                           "set yrange [0.5:1.5]\nset ylabel 'measured / predicted'\n" +
                            series_plot(fig.name + ".dat", series, false));
   fig.has_data = true;
   return fig;

@@ -4,6 +4,8 @@
 // LibTorch's raw_allocate/raw_deallocate path keeps working through raw_deleter().
 #include "metrics/cpu_allocator_counter.h"
 
+#include <torch/version.h>
+
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
@@ -52,7 +54,15 @@ class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::Allocator* base = nullptr;
 
+  // LibTorch 2.3 made allocate() non-const and added the pure virtual copy_data().
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+  c10::DataPtr allocate(size_t n) override {
+#else
   c10::DataPtr allocate(size_t n) const override {
+#endif
     if (n == 0) return base->allocate(0);  // empty tensors: nothing to count, keep c10's nullptr
     c10::DataPtr inner = base->allocate(n + kHeaderBytes);
     c10::DeleterFnPtr base_deleter = inner.get_deleter();

@@ -82,4 +82,13 @@ const __m256 Sleef_tanf8_u10(__m256);
 const __m256d Sleef_tanhd4_u10(__m256d);
 const __m128 Sleef_tanhf4_u10(__m128);
 const __m256 Sleef_tanhf8_u10(__m256);
+// Also referenced by LibTorch 2.x's at::vec headers (tools/torch2-compile-check.sh):
+const __m256d Sleef_acoshd4_u10(__m256d);
+const __m256 Sleef_acoshf8_u10(__m256);
+const __m256d Sleef_atanhd4_u10(__m256d);
+const __m256 Sleef_atanhf8_u10(__m256);
+const __m256 Sleef_cosf8_u35(__m256);
+const __m256d Sleef_exp2d4_u10(__m256d);
+const __m256 Sleef_exp2f8_u10(__m256);
+const __m256 Sleef_sinf8_u35(__m256);
 }
