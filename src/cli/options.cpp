@@ -95,6 +95,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(par, "bucket-mb", &C::bucket_mb, "DDP gradient bucket size in MiB");
   t.add(par, "comm-timeout-s", &C::comm_timeout_s,
         "seconds a collective may wait for its peers before the job aborts with an error");
+  t.add(par, "comm", &C::comm,
+        "communication backend: auto (nccl for --device cuda, mpi for cpu) | nccl (CUDA "
+        "tensors, one GPU per rank) | mpi (CPU tensors; CUDA tensors are staged through "
+        "pinned host memory, so several ranks may share one GPU)");
 
   po::options_description model("Model", 100);
   t.add(model, "model", &C::model,
@@ -159,6 +163,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 = off");
   t.add(run, "precision", &C::precision,
         "fp32 | bf16 (bf16 compute, fp32 master weights, fp32 gradient reduction and Adam state)");
+  t.add(run, "device", &C::device,
+        "auto (cuda when LibTorch has CUDA and a GPU is visible, else cpu) | cpu | cuda. "
+        "On cuda each rank takes GPU local_rank % visible GPUs (local rank from MPI's "
+        "shared-memory split)");
   t.add(run, "seed", &C::seed, "seed for weights, LoRA init, data order and dropout");
   t.add(run, "threads", &C::threads,
         "compute threads per rank; bounds every pool: LibTorch intra-/inter-op, OpenMP and the "
@@ -206,6 +214,13 @@ void validate(const train::TrainConfig& c) {
                      "'; choose auto, naive, blocked or sdpa");
   if (!one_of(c.precision, {"fp32", "bf16"}))
     throw user_error("--precision: unknown value '", c.precision, "'; choose fp32 or bf16");
+  if (!one_of(c.device, {"auto", "cpu", "cuda"}))
+    throw user_error("--device: unknown value '", c.device, "'; choose auto, cpu or cuda");
+  if (!one_of(c.comm, {"auto", "nccl", "mpi"}))
+    throw user_error("--comm: unknown value '", c.comm, "'; choose auto, nccl or mpi");
+  if (c.comm == "nccl" && c.device == "cpu")
+    throw user_error("--comm nccl moves CUDA tensors and needs --device cuda (or auto on a "
+                     "GPU); use --comm mpi or auto with --device cpu");
   require_positive("tp", c.tp);
   require_positive("pp", c.pp);
   require_positive("seq-len", c.seq_len);

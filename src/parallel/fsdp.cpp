@@ -58,7 +58,7 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
                                    : make_flat_unit(std::move(g), options_.dp_comm));
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
-  anchor_ = torch::zeros({}, torch::requires_grad());
+  anchor_ = torch::zeros({}, torch::TensorOptions().device(options_.device).requires_grad(true));
 }
 
 torch::Tensor ShardedStrategy::block_forward(int64_t block, const torch::Tensor& x_in) {
@@ -85,7 +85,7 @@ void ShardedStrategy::block_backward_end(int64_t block) {
 }
 
 torch::Tensor ShardedStrategy::forward_micro_batch(const MicroBatch& mb) {
-  AutocastScope autocast(options_.bf16);
+  AutocastScope autocast(options_.bf16, options_.device);
   torch::Tensor x = model_->embed(mb.inputs);  // [B, T, D]
   const bool grad = torch::GradMode::is_enabled();
   for (int64_t i = 0; i < model_->num_blocks(); ++i) {
@@ -143,7 +143,7 @@ torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_
   root().wait_gather();
   std::vector<torch::Tensor> out;
   for (const auto& mb : micro_batches) {
-    AutocastScope autocast(options_.bf16);
+    AutocastScope autocast(options_.bf16, options_.device);
     torch::Tensor x = model_->embed(mb.inputs);                          // [B, T, D]
     for (int64_t i = 0; i < model_->num_blocks(); ++i) x = block_forward(i, x);
     out.push_back(model_->head(x).to(torch::kFloat));                    // [B, T, V]
@@ -153,7 +153,8 @@ torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_
 }
 
 double ShardedStrategy::grad_norm() {
-  at::Tensor sq = at::full({1}, local_grad_sq(slots_), at::kDouble);
+  at::Tensor sq =
+      at::full({1}, local_grad_sq(slots_), scalar_options_for(*options_.dp_comm, at::kDouble));
   options_.dp_comm->all_reduce(sq, comm::ReduceOp::Sum);
   return std::sqrt(sq.item<double>());
 }

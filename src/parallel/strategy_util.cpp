@@ -4,12 +4,17 @@
 
 #include "common/clock.h"
 #include "model/lora.h"
+#include "parallel/autocast_compat.h"
+#if defined(HLP_HAVE_CUDA)
+#include "comm/cuda_timing.h"
+#endif
 
 namespace hlp::parallel {
 
 model::HybridLM build_model(const StrategyOptions& options) {
   model::HybridLM lm(options.model, options.seed);
   model::apply_lora(lm, options.lora);
+  lm->to(options.device);  // drawn on the CPU generator, then moved (a no-op on the CPU)
   lm->train();
   return lm;
 }
@@ -29,33 +34,49 @@ ComputeTimer::ComputeTimer(double& seconds)
     : seconds_(seconds), start_s_(now_s()), blocked_start_s_(blocked_s()) {}
 
 ComputeTimer::~ComputeTimer() {
+#if defined(HLP_HAVE_CUDA)
+  // CUDA runs: the phase ends when its kernels have run, and the compute stream's waits for
+  // the communication streams are settled into blocked_s() (comm/cuda_timing.h). CPU: no-op.
+  comm::synchronize_timed_device();
+#endif
   seconds_ += (now_s() - start_s_) - (blocked_s() - blocked_start_s_);
 }
 
 double dp_mean(comm::Communicator* dp_comm, double local_mean) {
   if (!dp_comm || dp_comm->size() == 1) return local_mean;
-  at::Tensor v = at::full({1}, local_mean, at::kDouble);
+  at::Tensor v = at::full({1}, local_mean, scalar_options_for(*dp_comm, at::kDouble));
   dp_comm->all_reduce(v, comm::ReduceOp::Avg);
   return v.item<double>();
 }
 
 double local_grad_sq(const std::vector<OptimSlot>& slots) {
-  double sum = 0.0;
-  for (const auto& s : slots)
-    if (s.grad.numel() > 0) sum += s.grad.to(at::kDouble).pow(2).sum().item<double>();
-  return sum;
+  // Summed on the gradients' device in float64, in slot order (the same additions as a host
+  // loop, so CPU results are unchanged), with one host read at the end instead of one per slot.
+  at::Tensor sum;
+  for (const auto& s : slots) {
+    if (s.grad.numel() == 0) continue;
+    at::Tensor sq = s.grad.to(at::kDouble).pow(2).sum();
+    sum = sum.defined() ? sum + sq : sq;
+  }
+  return sum.defined() ? sum.item<double>() : 0.0;
 }
 
-AutocastScope::AutocastScope(bool bf16) : active_(bf16) {
+at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarType dtype) {
+  return at::TensorOptions().dtype(dtype).device(comm.scalar_device());
+}
+
+at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
+
+AutocastScope::AutocastScope(bool bf16, const torch::Device& device)
+    : active_(bf16), cuda_(device.is_cuda()) {
   if (!active_) return;
-  previous_enabled_ = at::autocast::is_cpu_enabled();
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  previous_enabled_ = autocast_enabled(cuda_);
+  set_autocast_bf16(cuda_, true);
 }
 
 AutocastScope::~AutocastScope() {
   if (!active_) return;
-  at::autocast::set_cpu_enabled(previous_enabled_);
+  set_autocast_bf16(cuda_, previous_enabled_);
   at::autocast::clear_cache();
 }
 

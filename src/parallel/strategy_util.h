@@ -41,16 +41,25 @@ double dp_mean(comm::Communicator* dp_comm, double local_mean);
 // Sum of squares of the slots' gradients (float64 accumulation).
 double local_grad_sq(const std::vector<OptimSlot>& slots);
 
-// bf16 compute with fp32 master weights: CPU autocast for the scope (no-op when off).
+// Options for a small bookkeeping tensor (loss, norm, stage table) sent over `comm`: on the
+// CPU for MPI, on the communicator's GPU for NCCL (Communicator::scalar_device()).
+at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarType dtype);
+
+// The values of t on the host (t itself when it already is a CPU tensor).
+at::Tensor to_host(const at::Tensor& t);
+
+// bf16 compute with fp32 master weights: autocast on `device`'s kind (CPU or CUDA) for the
+// scope (no-op when off). The LibTorch-version differences live in autocast_compat.h.
 class AutocastScope {
  public:
-  explicit AutocastScope(bool bf16);
+  explicit AutocastScope(bool bf16, const torch::Device& device = torch::Device(torch::kCPU));
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
   bool active_;
+  bool cuda_;
   bool previous_enabled_ = false;
 };
 

@@ -16,6 +16,7 @@ struct TrainConfig {
   int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
   double bucket_mb = 25.0;            // DDP gradient bucket size
   double comm_timeout_s = 300.0;
+  std::string comm = "auto";        // auto|nccl|mpi: auto = nccl on CUDA, mpi on CPU (train/device.h)
 
   // model
   std::string model = "tiny";
@@ -54,6 +55,7 @@ struct TrainConfig {
   double weight_decay = 0.0;
   double grad_clip = 1.0;           // global gradient-norm clip; 0 = off
   std::string precision = "fp32";   // fp32|bf16
+  std::string device = "auto";      // auto|cpu|cuda: auto = cuda when usable, else cpu (train/device.h)
   uint64_t seed = 1234;
   int threads = 0;                  // compute threads per rank (every pool); 0 = auto (thread_pools.h)
   int eval_every = 0;               // 0 = no eval loss

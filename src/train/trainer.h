@@ -54,6 +54,7 @@ struct TrainOutcome {
   std::string non_finite;
   ThreadPools threads;  // the pools as bounded for this run
   std::string strategy_name;
+  std::string comm_backend;  // "mpi" | "nccl": what the strategy's collectives ran on
   parallel::HeldBytes held;
   int64_t optimizer_bytes = 0;
   int64_t params_total = 0, params_trainable = 0;
@@ -62,8 +63,13 @@ struct TrainOutcome {
   std::optional<metrics::PipelineInfo> pipeline;
 };
 
+struct DeviceInfo;
+
 struct TrainHooks {
   metrics::Recorder* recorder = nullptr;
+  // The device this rank computes on, already selected (train/device.h); nullptr = train()
+  // selects it from config.device itself (collective over world).
+  const DeviceInfo* device = nullptr;
   // Called on every rank once the strategy is built (model info for the result file).
   std::function<void(const parallel::StrategyOptions&, parallel::Strategy&)> on_start;
   // Called on every rank after each step (the result writer and progress line hang here).
