@@ -100,6 +100,20 @@ struct NcclCommunicator::Impl {
   int device = 0;
   int rank = 0;
   int size = 1;
+  // Point-to-point lanes (made on the first send / recv, see p2p_lane()): one communicator
+  // and stream for traffic toward higher ranks, one toward lower ranks.
+  std::unique_ptr<Impl> toward_higher, toward_lower;
+
+  ~Impl() {
+    toward_higher.reset();
+    toward_lower.reset();
+    cudaSetDevice(device);
+    if (stream) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+    if (comm) ncclCommDestroy(comm);
+  }
 
   void set_device() const { check_cuda(cudaSetDevice(device), "cudaSetDevice"); }
 
@@ -134,14 +148,29 @@ struct NcclCommunicator::Impl {
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, CommOptions options)
     : Communicator(options), impl_(std::move(impl)) {}
 
-NcclCommunicator::~NcclCommunicator() {
-  if (!impl_) return;
-  cudaSetDevice(impl_->device);
-  if (impl_->stream) {
-    cudaStreamSynchronize(impl_->stream);
-    cudaStreamDestroy(impl_->stream);
+NcclCommunicator::~NcclCommunicator() = default;  // Impl's destructor frees streams and comms
+
+// NCCL's send blocks its stream until the peer has posted the matching receive. With sends
+// and receives of both directions on one stream, two ranks that each send before they receive
+// (a pipeline's 1F1B steady state: activations forward, gradients backward) would wait for
+// each other forever. So each direction gets its own communicator and stream: on the "toward
+// higher ranks" lane data only moves up, on the other only down; neither lane can form a cycle.
+// Made on the first point-to-point op: ncclCommSplit is collective over this communicator, and
+// every rank of a communicator used for point-to-point (the pipeline axis) reaches its first
+// send or receive at the start of the first step, blocking nothing the others wait for.
+NcclCommunicator::Impl& NcclCommunicator::p2p_lane(int peer, bool receiving) {
+  if (!impl_->toward_higher) {
+    impl_->set_device();
+    for (auto* lane : {&impl_->toward_higher, &impl_->toward_lower}) {
+      ncclComm_t child = nullptr;
+      check_nccl(ncclCommSplit(impl_->comm, 0, impl_->rank, &child, nullptr),
+                 "ncclCommSplit (point-to-point lane)");
+      *lane = Impl::from_comm(child, impl_->device);
+    }
   }
-  if (impl_->comm) ncclCommDestroy(impl_->comm);
+  // A send to a higher rank and a receive from a lower one both move data up.
+  const bool upward = receiving ? peer < impl_->rank : peer > impl_->rank;
+  return upward ? *impl_->toward_higher : *impl_->toward_lower;
 }
 
 std::shared_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& bootstrap,
@@ -212,12 +241,13 @@ void check_cuda_tensor(const at::Tensor& t, const char* what) {
 // record completion, hand back an EventWork that copies back and reports on wait().
 WorkPtr NcclCommunicator::issue(OpKind kind, int64_t bytes, int peer,
                                 const std::function<void()>& enqueue,
-                                std::function<void()> finish) {
-  impl_->set_device();
+                                std::function<void()> finish, Impl* lane) {
+  Impl& on = lane ? *lane : *impl_;
+  on.set_device();
   OpRecord record{kind, bytes, now_s(), 0.0, impl_->size, peer, !issuing_sync()};
-  impl_->wait_for_default_stream();
+  on.wait_for_default_stream();
   enqueue();
-  CudaEventPtr done = impl_->record_done();
+  CudaEventPtr done = on.record_done();
   return std::make_shared<EventWork>(record, timeout_s(), done, std::move(finish),
                                      [this](const OpRecord& r) { report(r); }, observer());
 }
@@ -310,14 +340,15 @@ WorkPtr NcclCommunicator::send_async(at::Tensor tensor, int dst, int tag) {
   check_peer(dst, "send");
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   // NCCL has no tags: messages between a pair match in issue order.
+  Impl& lane = p2p_lane(dst, /*receiving=*/false);
   return issue(OpKind::Send, tensor_bytes(tensor), dst,
                [&] {
                  check_nccl(ncclSend(buffer.data_ptr(), buffer.numel(),
-                                     nccl_type(tensor.scalar_type()), dst, impl_->comm,
-                                     impl_->stream),
+                                     nccl_type(tensor.scalar_type()), dst, lane.comm,
+                                     lane.stream),
                             "ncclSend");
                },
-               [buffer] {});
+               [buffer] {}, &lane);
 }
 
 WorkPtr NcclCommunicator::recv_async(at::Tensor tensor, int src, int tag) {
@@ -327,14 +358,15 @@ WorkPtr NcclCommunicator::recv_async(at::Tensor tensor, int src, int tag) {
   std::function<void()> finish = [tensor, buffer] {
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
   };
+  Impl& lane = p2p_lane(src, /*receiving=*/true);
   return issue(OpKind::Recv, tensor_bytes(tensor), src,
                [&] {
                  check_nccl(ncclRecv(buffer.data_ptr(), buffer.numel(),
-                                     nccl_type(tensor.scalar_type()), src, impl_->comm,
-                                     impl_->stream),
+                                     nccl_type(tensor.scalar_type()), src, lane.comm,
+                                     lane.stream),
                             "ncclRecv");
                },
-               finish);
+               finish, &lane);
 }
 
 WorkPtr NcclCommunicator::barrier_async() {

@@ -17,8 +17,10 @@
 //   throws hlp::UserError saying so, since NCCL refuses that configuration.
 // - dtypes map to NCCL types natively (bfloat16 included: NCCL reduces bf16 itself, rounding
 //   per step, unlike the MPI backend's float32 reduction). Avg = ncclAvg.
-// - Point-to-point follows NCCL: a send occupies the stream until the peer receives it, so two
-//   ranks exchanging in both directions must order the pair (e.g. even ranks send first).
+// - Point-to-point: NCCL's send occupies its stream until the peer receives, so sends and
+//   receives run on two extra lanes (communicator + stream each, made on the first p2p op):
+//   one carrying data toward higher ranks, one toward lower ranks. Data moves one way on each
+//   lane, so exchanges in both directions (pipeline 1F1B) cannot deadlock.
 // - Observer times are host times: start at issue, end when wait() was called (the device may
 //   still be running the op; exposed time on the device comes from cuda_timing.h).
 #include <functional>
@@ -55,8 +57,11 @@ class NcclCommunicator : public Communicator {
 
  private:
   NcclCommunicator(std::unique_ptr<Impl> impl, CommOptions options);
+  // lane: the point-to-point lane to run on (nullptr: this communicator's own stream).
   WorkPtr issue(OpKind kind, int64_t bytes, int peer, const std::function<void()>& enqueue,
-                std::function<void()> finish);
+                std::function<void()> finish, Impl* lane = nullptr);
+  // The lane a send to `peer` (or a receive from it) travels on.
+  Impl& p2p_lane(int peer, bool receiving);
   std::unique_ptr<Impl> impl_;
 };
 
