@@ -41,7 +41,7 @@ done
 
 # --help documents both options.
 "$HLP_TRAIN" --help >"$tmp/help" 2>&1
-for opt in "--device arg" "--comm arg" "local_rank % visible GPUs" "pinned host memory"; do
+for opt in "--device arg" "--comm arg" "GPU is visible, else cpu" "staged through"; do
   if grep -q -- "$opt" "$tmp/help"; then echo "ok   help mentions '$opt'"
   else echo "FAIL help lacks '$opt'"; fail=1; fi
 done
