@@ -96,6 +96,51 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   return fig;
 }
 
+// Measured activation bytes (peak minus the held parts) next to hlp-train's prediction
+// (train/activation_model.h) against T: one measured and one predicted line per series.
+Figure context_activation(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure(
+      "context_activation", "Activation memory vs context length: measured and predicted",
+      "Per-rank activation bytes (peak minus parameters, gradients and optimizer state; median "
+      "after warm-up, max over ranks) against the sequence length, and the activation peak "
+      "hlp-train predicted before the first step from its per-layer-kind probe (`predicted`). "
+      "Log-log axes.");
+  std::vector<std::string> cols;
+  for (const auto& c : kModelSlice)
+    if (c != "act_ckpt") cols.push_back(c);
+  const auto slice = best_slice(all_rows(rows), cols, "seq_len");
+  auto name_of = [](const ConfigRow& r) {
+    return label(r) + (r.value("act_ckpt") == "true" ? " +ckpt" : "");
+  };
+  auto measured = series_by(slice, "seq_len", name_of, [](const ConfigRow& r) {
+    return r.median(schema::kActivationBytes) / kMiB;
+  });
+  auto predicted = series_by(slice, "seq_len",
+                             [&](const ConfigRow& r) { return name_of(r) + " predicted"; },
+                             [](const ConfigRow& r) {
+                               return r.median(schema::kActivationPredicted) / kMiB;
+                             });
+  auto too_short = [](const Series& s) { return s.points.size() < 2; };
+  measured.erase(std::remove_if(measured.begin(), measured.end(), too_short), measured.end());
+  predicted.erase(std::remove_if(predicted.begin(), predicted.end(), too_short), predicted.end());
+  if (measured.empty() || predicted.empty()) {
+    fig.skip_reason = "no configuration with hlp-train's activation prediction was measured at "
+                      "two or more sequence lengths";
+    return fig;
+  }
+  std::vector<Series> series = measured;
+  series.insert(series.end(), predicted.begin(), predicted.end());
+  write_series(dir + "/" + fig.name + ".dat", series, "seq_len  activation_MiB", false);
+  write_gnuplot_script(dir, fig.name,
+                       "set title 'Activation memory per rank vs context length (" +
+                           slice.front()->value("model") + ")'\n"
+                           "set xlabel 'sequence length (tokens)'\nset logscale x 2\n"
+                           "set logscale y 2\nset ylabel 'activation MiB per rank'\n" +
+                           series_plot(fig.name + ".dat", series, false));
+  fig.has_data = true;
+  return fig;
+}
+
 // One bar per strategy: its row with the most ranks in the slice with the most strategies.
 std::vector<const ConfigRow*> one_row_per_strategy(const std::vector<ConfigRow>& rows) {
   std::vector<std::string> cols = kModelSlice;
@@ -330,7 +375,8 @@ Figure loss_curves(const std::vector<ConfigRow>& rows, const std::string& dir) {
 
 std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std::string& outdir) {
   return {scaling(rows, outdir),           context(rows, outdir, false),
-          context(rows, outdir, true),     stacked(rows, outdir, true),
+          context(rows, outdir, true),     context_activation(rows, outdir),
+          stacked(rows, outdir, true),
           stacked(rows, outdir, false),    bubble(rows, outdir),
           split_ablation(rows, outdir),    loss_curves(rows, outdir)};
 }

@@ -5,6 +5,7 @@
 //   scaling               throughput vs ranks per strategy + ideal linear scaling
 //   context_throughput    tokens/s vs sequence length per strategy
 //   context_memory        peak MiB vs sequence length per strategy
+//   context_activation    activation MiB vs sequence length, measured and predicted
 //   memory_breakdown      parameters / gradients / optimizer / activations per strategy (stacked)
 //   step_time_breakdown   data wait / forward / backward / optimizer / exposed comm / other
 //   pipeline_bubble       trace-measured bubble vs micro-batches + (p-1)/(m+p-1)

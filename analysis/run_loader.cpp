@@ -88,7 +88,7 @@ const std::vector<std::string>& analysed_metrics() {
       schema::kPeakBytes,    schema::kParamBytes,    schema::kGradBytes,
       schema::kOptimizerBytes, schema::kActivationBytes, schema::kMfuModel,
       schema::kMfuExecuted,  schema::kPipelineWait,  schema::kOther,
-      schema::kCpuUtil};
+      schema::kCpuUtil,      schema::kActivationPredicted};
   return m;
 }
 

@@ -40,7 +40,7 @@ const std::vector<MetricColumn>& metric_columns() {
                  }});
     c.push_back({"peak_bytes_max", [](const ConfigRow& r) { return r.peak_bytes_max; }});
     for (const char* m : {schema::kParamBytes, schema::kGradBytes, schema::kOptimizerBytes,
-                          schema::kActivationBytes})
+                          schema::kActivationBytes, schema::kActivationPredicted})
       median(m);
     for (const char* m : {schema::kDataWait, schema::kForward, schema::kBackward,
                           schema::kOptimizer, schema::kCommExposed})
@@ -178,6 +178,14 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
     const std::string m = metric;
     cols.push_back({header, [=](const ConfigRow& r) { return fmt("%.2f", r.median(m) / kMiB); }});
   }
+  // hlp-train's prediction (activation_model.h) where some row has it; "–" where not modelled
+  bool any_predicted = false;
+  for (const auto& r : rows) any_predicted = any_predicted || !std::isnan(r.median(schema::kActivationPredicted));
+  if (any_predicted)
+    cols.push_back({"activ. predicted MiB", [](const ConfigRow& r) {
+                      const double v = r.median(schema::kActivationPredicted);
+                      return std::isnan(v) ? std::string("–") : fmt("%.2f", v / kMiB);
+                    }});
   cols.push_back({"exposed comm %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.comm_exposed_fraction); }});
   if (any_pipeline)
     cols.push_back({"pipeline wait %", [](const ConfigRow& r) {

@@ -130,7 +130,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   if (!config.out.empty()) {
     metrics::WriterOptions wo;
     wo.flush_every_steps = config.flush_every;
-    wo.extra_metrics = {"eval_loss", "precision_bf16"};
+    wo.extra_metrics = {"eval_loss", "precision_bf16", schema::kActivationPredicted};
     // GPU runs: the caching allocator's reserved bytes beside the allocated ones
     // (current_bytes / peak_bytes), and the host's resident memory.
     if (on_cuda)
@@ -155,7 +155,8 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     else
       metrics::CpuAllocatorCounter::reset_peak();
   };
-  hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy) {
+  hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy,
+                       const train::ActivationProfile& activation) {
     const auto flops = model::training_flops_per_token(so.model, so.lora, config.seq_len);
     flops_model = flops.model_per_token;
     flops_executed = flops.executed_per_token;
@@ -178,6 +179,13 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       mi.params_trainable = strategy.params_trainable();
       mi.flops_per_token = flops_model;
       mi.flops_per_token_executed = flops_executed;
+      for (const auto& k : activation.kinds) {
+        mi.activation_kinds.push_back(k.kind);
+        mi.activation_saved_bytes.push_back(k.saved);
+        mi.activation_saved_checkpointed_bytes.push_back(k.saved_checkpointed);
+        mi.activation_transient_bytes.push_back(k.transient);
+      }
+      mi.activation_probe_lengths = activation.probe_lengths;
       writer->write_model(mi, strategy.held_bytes().param_bytes / 4);
     }
     reset_memory_peak();
@@ -202,6 +210,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     m[schema::kLr] = r.lr;
     m["eval_loss"] = r.eval_loss;
     m["precision_bf16"] = config.precision == "bf16" ? 1.0 : 0.0;
+    m[schema::kActivationPredicted] = r.activation_predicted_bytes;
     m[schema::kGradNorm] = r.grad_norm;
     const auto held = strategy.held_bytes();
     metrics::CategoryBytes parts{held.param_bytes, held.grad_bytes, r.optimizer_bytes};

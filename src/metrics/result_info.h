@@ -46,6 +46,11 @@ struct ModelInfo {
   double flops_per_token = 0.0;           // model-FLOPs convention (6N + mixing)
   double flops_per_token_executed = 0.0;  // FLOPs actually run (LoRA: 4N frozen + 6 adapters)
   std::string flops_convention = "model: 6N + attention/GDN mixing; executed: 4N frozen + 6N trainable + mixing";
+  // Activation probe (train/activation_model.h), one entry per kind; empty = not probed.
+  std::vector<std::string> activation_kinds;  // "G", "A", "S", "head"
+  std::vector<double> activation_saved_bytes, activation_saved_checkpointed_bytes,
+      activation_transient_bytes;
+  std::vector<int64_t> activation_probe_lengths;
   // params held by each rank (index = world rank); filled from every rank's `params_local`.
   std::vector<int64_t> params_per_rank;
 };

@@ -285,6 +285,11 @@ void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) 
   MPI_Bcast(&m.params_trainable, 1, MPI_INT64_T, 0, s.comm);
   MPI_Bcast(&m.flops_per_token, 1, MPI_DOUBLE, 0, s.comm);
   MPI_Bcast(&m.flops_per_token_executed, 1, MPI_DOUBLE, 0, s.comm);
+  // the probe ran on every rank; rank 0's numbers are written (a loader thread allocating
+  // during another rank's probe could make them differ by a few bytes)
+  for (auto* v : {&m.activation_saved_bytes, &m.activation_saved_checkpointed_bytes,
+                  &m.activation_transient_bytes})
+    if (!v->empty()) MPI_Bcast(v->data(), int(v->size()), MPI_DOUBLE, 0, s.comm);
   std::vector<int64_t> per_rank(static_cast<size_t>(s.world));
   MPI_Allgather(&params_local, 1, MPI_INT64_T, per_rank.data(), 1, MPI_INT64_T, s.comm);
 
@@ -302,6 +307,15 @@ void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) 
   h5::write_attr(g, schema::kFlopsPerTokenExecuted, m.flops_per_token_executed);
   h5::write_attr(g, schema::kFlopsConvention, m.flops_convention);
   h5::write_attr(g, schema::kParamsPerRank, per_rank);
+  if (!m.activation_kinds.empty()) {  // every rank probed the same kinds: identical values
+    std::string kinds;
+    for (const auto& k : m.activation_kinds) kinds += (kinds.empty() ? "" : ",") + k;
+    h5::write_attr(g, schema::kActivationKinds, kinds);
+    h5::write_attr(g, schema::kActivationSaved, m.activation_saved_bytes);
+    h5::write_attr(g, schema::kActivationSavedCkpt, m.activation_saved_checkpointed_bytes);
+    h5::write_attr(g, schema::kActivationTransient, m.activation_transient_bytes);
+    h5::write_attr(g, schema::kActivationProbeLengths, m.activation_probe_lengths);
+  }
   h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + s.path);
 }
 

@@ -87,6 +87,9 @@ inline constexpr const char* kMfuModel = "mfu_model";      // 6N(+mixing) FLOPs 
 inline constexpr const char* kMfuExecuted = "mfu_executed";  // FLOPs actually run (LoRA: 4N+..)
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kGradNorm = "grad_norm";      // global L2 norm before clipping
+// hlp-train's extra step metric (WriterOptions::extra_metrics; absent in older files): the
+// rank's predicted activation peak (train/activation_model.h), NaN where not modelled (tp).
+inline constexpr const char* kActivationPredicted = "activation_predicted_bytes";
 inline constexpr const char* kStepEnd = "step_end_s";      // aligned time the step ended (s)
 // The rest of the step's wall time on the compute thread (docs/results-schema.md: the step
 // equation). comm_exposed_s above is time blocked in collectives; this is time blocked in
@@ -116,6 +119,13 @@ inline constexpr const char* kFlopsPerToken = "flops_per_token";           // fl
 inline constexpr const char* kFlopsPerTokenExecuted = "flops_per_token_executed";  // float64
 inline constexpr const char* kFlopsConvention = "flops_convention";        // string
 inline constexpr const char* kPattern = "pattern";                         // string "GGGAGGGS"
+// Activation probe (train/activation_model.h): per layer kind ("G", "A", "S", "head"), bytes of
+// one micro-batch at the run's B and T; absent in older files.
+inline constexpr const char* kActivationKinds = "activation_kinds";                  // string "G,A,S,head"
+inline constexpr const char* kActivationSaved = "activation_saved_bytes";            // float64 [kinds]
+inline constexpr const char* kActivationSavedCkpt = "activation_saved_checkpointed_bytes";  // float64 [kinds]
+inline constexpr const char* kActivationTransient = "activation_transient_bytes";    // float64 [kinds]
+inline constexpr const char* kActivationProbeLengths = "activation_probe_lengths";  // int64 [n]
 inline constexpr const char* kAttnImpl = "attn_impl";  // string: kernel the A/S layers ran
 inline constexpr const char* kModelName = "name";                          // string "tiny"
 inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [world] held by rank

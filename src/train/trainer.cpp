@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "data/loader.h"
+#include "metrics/cpu_allocator_counter.h"
 #include "metrics/recorder.h"
 #include "model/config.h"
 #include "model/lora_config.h"
@@ -242,7 +243,41 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       std::printf("[hlp-train] resumed from %s/step_%lld\n", c.checkpoint_dir.c_str(),
                   (long long)resume->next_step);
   }
-  if (hooks.on_start) hooks.on_start(so, *strategy);
+  // Predicted activation peak of this rank (activation_model.h): probe the layer kinds, then
+  // compose for this rank's layers and the micro-batches it holds at once.
+  ActivationProfile activation;
+  double activation_predicted = std::nan("");
+  if (metrics::CpuAllocatorCounter::installed()) {
+    const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
+                            [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
+                            [] { metrics::CpuAllocatorCounter::reset_peak(); }};
+    activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.bf16, probe);
+    const int pp = mesh->shape().pp, stage = mesh->coord().pp;
+    if (mesh->shape().tp == 1) {
+      if (pipeline && pp > 1) {
+        const auto& first = pipeline->split().first_block;
+        const int64_t end = stage + 1 < pp ? first[size_t(stage) + 1] : so.model.num_layers();
+        const int64_t in_flight = c.pp_schedule == "gpipe"
+                                      ? split.micro_batches
+                                      : std::min<int64_t>(split.micro_batches, pp - stage);
+        activation_predicted = predict_activation_bytes(activation, so.model, first[size_t(stage)],
+                                                        end, stage == 0, stage == pp - 1, in_flight);
+      } else {
+        activation_predicted = predict_activation_bytes(activation, so.model, 0,
+                                                        so.model.num_layers(), true, true, 1);
+      }
+    }
+  }
+  if (world->rank() == 0 && !activation.kinds.empty()) {
+    std::string kinds;
+    for (const auto& k : activation.kinds)
+      kinds += (kinds.empty() ? "" : ", ") + k.kind + " " +
+               std::to_string(int64_t(std::llround(k.saved / (1 << 20)))) + " MiB";
+    std::printf("[hlp-train] activation probe: saved per micro-batch (B %d, T %d): %s; predicted "
+                "activation peak %.0f MiB on rank 0\n",
+                split.micro_batch, c.seq_len, kinds.c_str(), activation_predicted / (1 << 20));
+  }
+  if (hooks.on_start) hooks.on_start(so, *strategy, activation);
   outcome.strategy_name = strategy->name();
   outcome.params_total = strategy->params_total();
   outcome.params_trainable = strategy->params_trainable();
@@ -305,6 +340,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len;
     r.tokens_global = int64_t(c.global_batch) * c.seq_len;
     r.optimizer_bytes = optimizer.state_bytes();
+    r.activation_predicted_bytes = activation_predicted;
     outcome.losses.push_back(r.loss);
     if (hooks.on_step) hooks.on_step(r, *strategy);
 

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "metrics/result_info.h"
 #include "parallel/strategy.h"
+#include "train/activation_model.h"
 #include "train/config.h"
 #include "train/thread_pools.h"
 
@@ -39,6 +40,8 @@ struct StepReport {
   int64_t optimizer_bytes = 0;
   int64_t tokens_local = 0;   // tokens this rank's data-parallel group processed (B*M*T)
   int64_t tokens_global = 0;  // G * T
+  // Predicted activation peak of this rank (activation_model.h; NaN where not modelled: tp).
+  double activation_predicted_bytes = std::nan("");
 };
 
 // Exit code of a run stopped because the loss or the gradient norm was not finite.
@@ -71,7 +74,11 @@ struct TrainHooks {
   // selects it from config.device itself (collective over world).
   const DeviceInfo* device = nullptr;
   // Called on every rank once the strategy is built (model info for the result file).
-  std::function<void(const parallel::StrategyOptions&, parallel::Strategy&)> on_start;
+  // After the strategy is built, before the first step; `activation` is the probe's profile
+  // (activation_model.h; empty kinds when the allocator counter is not installed).
+  std::function<void(const parallel::StrategyOptions&, parallel::Strategy&,
+                     const ActivationProfile& activation)>
+      on_start;
   // Called on every rank after each step (the result writer and progress line hang here).
   std::function<void(const StepReport&, parallel::Strategy&)> on_step;
 };

@@ -1,0 +1,155 @@
+#include "train/activation_model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/hybrid_lm.h"
+#include "model/lora.h"
+#include "parallel/strategy_util.h"
+
+namespace hlp::train {
+
+const LayerActivation* ActivationProfile::find(const std::string& kind) const {
+  for (const auto& k : kinds)
+    if (k.kind == kind) return &k;
+  return nullptr;
+}
+
+namespace {
+
+// One probe of a model part: bytes its forward keeps and the extra peak of its backward.
+struct Probe {
+  double saved = 0, transient = 0;
+};
+
+// part: one block (blocks [layer, layer + 1)) or only the head. x: [B, t, D] fp32 requiring
+// grad, like the activations flowing between blocks; targets [B, t] for the head's loss.
+Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, bool bf16,
+                bool with_backward, const MemoryProbe& memory) {
+  // Gradients live across steps in every strategy: allocate them before measuring.
+  for (auto& p : part->parameters())
+    if (p.requires_grad()) p.mutable_grad() = torch::zeros_like(p);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(/*seed=*/12345);
+  auto x = torch::randn({B, t, part->config().hidden}, generator).requires_grad_(true);
+  auto targets = torch::zeros({B, t}, torch::kLong);
+
+  Probe probe;
+  const int64_t before = memory.current_bytes();
+  torch::Tensor out;
+  {
+    parallel::AutocastScope autocast(bf16);
+    // head: [B, t, D] -> logits [B, t, V] -> scalar loss; block: [B, t, D] -> [B, t, D]
+    out = head ? model::cross_entropy_loss(part->head(x), targets) : part->forward_blocks(x);
+  }
+  const int64_t after_forward = memory.current_bytes();
+  probe.saved = double(after_forward - before);
+  if (with_backward) {
+    memory.reset_peak();
+    out.backward(torch::ones_like(out));  // the upstream gradient is part of the working set
+    probe.transient = double(std::max<int64_t>(0, memory.peak_bytes() - after_forward));
+  }
+  return probe;
+}
+
+// Values measured at `lengths` -> the value at T: exact when T was measured, else the
+// polynomial through the points (linear for two, quadratic for three).
+double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double>& values,
+                   int64_t T) {
+  if (lengths.size() == 1) return values[0];
+  double value = 0;  // Lagrange form
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    double term = values[i];
+    for (size_t j = 0; j < lengths.size(); ++j)
+      if (j != i) term *= double(T - lengths[j]) / double(lengths[i] - lengths[j]);
+    value += term;
+  }
+  return std::max(0.0, value);
+}
+
+}  // namespace
+
+ActivationProfile probe_activations(const model::ModelConfig& config,
+                                    const model::LoraConfig& lora, int64_t micro_batch,
+                                    int64_t seq_len, bool bf16, const MemoryProbe& memory) {
+  ActivationProfile profile;
+  profile.micro_batch = micro_batch;
+  profile.seq_len = seq_len;
+  profile.input_bytes = double(micro_batch * seq_len * config.hidden * 4);
+  // Two attention tiles suffice where everything is linear in T; naive attention needs three
+  // points (quadratic). Short runs are measured at their own T.
+  const bool quadratic = config.attn_impl == model::AttnImpl::naive;
+  profile.probe_lengths = quadratic ? std::vector<int64_t>{128, 256, 384}
+                                    : std::vector<int64_t>{128, 256};
+  if (seq_len <= profile.probe_lengths.back()) profile.probe_lengths = {seq_len};
+
+  // LoRA dropout draws from the global generator: the run must see the same stream as without
+  // the probe.
+  auto global_generator = at::detail::getDefaultCPUGenerator();
+  const at::Tensor generator_state = global_generator.get_state();
+  torch::AutoGradMode grad_on(true);
+  std::vector<std::string> kinds;
+  for (char letter : std::string("GAS"))
+    if (config.pattern.find(letter) != std::string::npos) kinds.emplace_back(1, letter);
+  kinds.emplace_back("head");
+
+  for (const auto& kind : kinds) {
+    const bool head = kind == "head";
+    const int64_t layer = head ? 0 : int64_t(config.pattern.find(kind[0]));
+    std::vector<double> saved, transient, saved_checkpointed;
+    for (int64_t t : profile.probe_lengths) {
+      for (bool checkpointing : {false, true}) {
+        if (head && checkpointing) continue;  // the head is never checkpointed
+        model::ModelConfig c = config;
+        c.activation_checkpointing = checkpointing;
+        model::HybridLM part = head ? model::HybridLM(c, /*seed=*/0, 0, 0, false, true)
+                                    : model::HybridLM(c, /*seed=*/0, layer, layer + 1, false, false);
+        model::apply_lora(part, lora);
+        part->train();
+        const Probe p = run_probe(part, head, micro_batch, t, bf16, !checkpointing, memory);
+        if (checkpointing) {
+          saved_checkpointed.push_back(p.saved);
+        } else {
+          saved.push_back(p.saved);
+          transient.push_back(p.transient);
+        }
+      }
+    }
+    LayerActivation a;
+    a.kind = kind;
+    a.saved = extrapolate(profile.probe_lengths, saved, seq_len);
+    a.transient = extrapolate(profile.probe_lengths, transient, seq_len);
+    a.saved_checkpointed =
+        head ? a.saved : extrapolate(profile.probe_lengths, saved_checkpointed, seq_len);
+    profile.kinds.push_back(a);
+  }
+  global_generator.set_state(generator_state);
+  memory.reset_peak();
+  return profile;
+}
+
+double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
+                                int64_t first_block, int64_t end_block, bool has_embedding,
+                                bool has_head, int64_t in_flight) {
+  (void)has_embedding;  // the embedding output and a later stage's input are the same [B, T, D]
+  const bool checkpointing = config.activation_checkpointing;
+  double held = profile.input_bytes;  // per micro-batch in flight
+  double working = 0;                 // the largest extra working set of one backward
+  for (int64_t l = first_block; l < end_block; ++l) {
+    const LayerActivation* a = profile.find(std::string(1, config.pattern.at(size_t(l))));
+    if (!a) return std::nan("");
+    held += checkpointing ? a->saved_checkpointed : a->saved;
+    working = std::max(working, checkpointing ? a->saved + a->transient : a->transient);
+  }
+  if (has_head) {
+    const LayerActivation* h = profile.find("head");
+    if (!h) return std::nan("");
+    held += h->saved;
+    working = std::max(working, h->transient);
+  }
+  return double(std::max<int64_t>(1, in_flight)) * held + working;
+}
+
+}  // namespace hlp::train

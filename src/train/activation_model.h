@@ -1,0 +1,63 @@
+#pragma once
+// Predicted activation memory: what a rank's peak holds beyond parameters, gradients and
+// optimizer state (the measured `activation_bytes`), predicted before the first step.
+//
+// The per-layer-kind numbers are measured, not written down: each layer kind of the run's model
+// (G, A, S, and the head: final norm + LM head + loss) is built alone with the run's LoRA,
+// kernels, attention implementation and precision, and one forward + backward of it is run
+// under the allocator counter at two short lengths (probe_lengths). Attention is linear in T
+// (blocked / sdpa, issue #15), so bytes(T) = a + b T per kind; the fit is extrapolated to the
+// run's T. The composition into a rank's peak is the model:
+//   no checkpointing:  in_flight x (sum of saved over the rank's layers + input)
+//                      + max(transient of any layer, transient of the head)
+//   checkpointing:     in_flight x (sum of saved_checkpointed + input)
+//                      + max over layers (saved + transient: the recomputed block), head
+// in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
+// min(M, p - stage) for 1F1B, M for GPipe. Tensor parallelism is not modelled (NaN).
+// A naive-attention run is quadratic in T: its A / S kinds are probed at the run's T itself.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/lora_config.h"
+
+namespace hlp::train {
+
+// Bytes of one layer kind for one micro-batch of B sequences of T tokens.
+struct LayerActivation {
+  std::string kind;                // "G", "A", "S" or "head"
+  double saved = 0;                // kept from forward to backward, its output included
+  double saved_checkpointed = 0;   // the same under activation checkpointing
+  double transient = 0;            // extra peak inside its backward, above `saved`
+};
+
+struct ActivationProfile {
+  int64_t micro_batch = 0, seq_len = 0;
+  std::vector<int64_t> probe_lengths;  // the lengths measured (one when T itself was probed)
+  std::vector<LayerActivation> kinds;  // the layer kinds present, then "head"
+  double input_bytes = 0;              // [B, T, D] fp32: a stage's input / the embedding output
+  const LayerActivation* find(const std::string& kind) const;
+};
+
+// How the probe measures: current and peak bytes of the run's allocator, and a peak reset.
+struct MemoryProbe {
+  std::function<int64_t()> current_bytes;
+  std::function<int64_t()> peak_bytes;
+  std::function<void()> reset_peak;
+};
+
+// Builds and runs each layer kind of `config` (a throwaway copy with its own parameters;
+// the run's model and the global random generator are untouched). Leaves the peak reset.
+ActivationProfile probe_activations(const model::ModelConfig& config,
+                                    const model::LoraConfig& lora, int64_t micro_batch,
+                                    int64_t seq_len, bool bf16, const MemoryProbe& memory);
+
+// The rank's predicted activation peak for blocks [first_block, end_block), the embedding and
+// the head where it holds them, with `in_flight` micro-batches alive at once.
+double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
+                                int64_t first_block, int64_t end_block, bool has_embedding,
+                                bool has_head, int64_t in_flight);
+
+}  // namespace hlp::train

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# hlp-train's activation prediction (src/train/activation_model.h) against the measured
+# activation_bytes of real runs of `small` (issue #15). The probe measures each layer kind at
+# T = 128 and 256 (384 too for naive attention) and extrapolates, so T = 1024 is a 4x
+# extrapolation. Usage: activation_prediction.sh HLP_TRAIN CASE
+#   single   1 rank, blocked attention, checkpointing off and on, and naive attention
+#   ranks    ddp (checkpointing) and pp (1F1B: stage 0 holds 2 micro-batches, stage 1 one)
+#   tp       tensor parallelism is not modelled: the prediction is NaN, not a made-up number
+set -u
+HLP_TRAIN=$1
+CASE=$2
+MPIEXEC=${HLP_MPIEXEC:-mpiexec}
+PY=/usr/bin/python3
+dir=$(mktemp -d /tmp/hlp_activation_${CASE}.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+common=(--model small --seq-len 1024 --micro-batch 1 --steps 2 --threads 1 --loader-threads 1
+        --trace false)
+
+# check FILE LOW HIGH: every rank's measured / predicted activation bytes in [LOW, HIGH]
+check() {
+  "$PY" - "$@" <<'PYEOF'
+import sys, h5py, numpy as np
+path, low, high = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+with h5py.File(path, "r") as f:
+    steps = f["steps"]
+    measured = np.asarray(steps["activation_bytes"][()], dtype=float)
+    predicted = np.asarray(steps["activation_predicted_bytes"][()], dtype=float)
+    kinds = f["model"].attrs["activation_kinds"]
+    kinds = kinds.decode() if isinstance(kinds, bytes) else str(kinds)
+    if not kinds.endswith("head"):
+        sys.exit(f"{path}: /model activation_kinds = {kinds!r}")
+ratio = measured / predicted
+print(f"{path}: measured MiB {np.round(measured[:, -1] / 2**20, 1)}, predicted MiB "
+      f"{np.round(predicted[:, -1] / 2**20, 1)}, ratio {np.round(ratio[:, -1], 3)}")
+if not np.all(np.isfinite(ratio)) or ratio.min() < low or ratio.max() > high:
+    sys.exit(f"measured / predicted outside [{low}, {high}]")
+PYEOF
+}
+
+case "$CASE" in
+single)
+  for ck in false true; do
+    "$HLP_TRAIN" "${common[@]}" --strategy single --global-batch 1 --activation-checkpointing $ck \
+        --out "$dir/single_$ck.h5" > "$dir/single_$ck.log" 2>&1 || { cat "$dir/single_$ck.log"; fail "single ckpt $ck"; }
+    grep -q "activation probe" "$dir/single_$ck.log" || fail "no activation probe line"
+    check "$dir/single_$ck.h5" 0.9 1.1 || fail "single, checkpointing $ck"
+  done
+  "$HLP_TRAIN" "${common[@]}" --strategy single --global-batch 1 --attn-impl naive \
+      --out "$dir/naive.h5" > "$dir/naive.log" 2>&1 || { cat "$dir/naive.log"; fail "naive"; }
+  check "$dir/naive.h5" 0.9 1.1 || fail "single, naive attention (quadratic fit)"
+  ;;
+ranks)
+  "$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --strategy ddp --global-batch 2 \
+      --activation-checkpointing true --out "$dir/ddp.h5" > "$dir/ddp.log" 2>&1 \
+      || { cat "$dir/ddp.log"; fail "ddp"; }
+  check "$dir/ddp.h5" 0.9 1.1 || fail "ddp with checkpointing"
+  "$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --strategy pp --global-batch 2 \
+      --out "$dir/pp.h5" > "$dir/pp.log" 2>&1 || { cat "$dir/pp.log"; fail "pp"; }
+  check "$dir/pp.h5" 0.9 1.1 || fail "pp (1F1B in-flight micro-batches per stage)"
+  ;;
+tp)
+  "$MPIEXEC" -n 2 "$HLP_TRAIN" --model tiny --seq-len 128 --steps 1 --threads 1 --loader-threads 1 \
+      --strategy tp --global-batch 2 --micro-batch 1 --out "$dir/tp.h5" > "$dir/tp.log" 2>&1 \
+      || { cat "$dir/tp.log"; fail "tp"; }
+  "$PY" -c "
+import sys, h5py, numpy as np
+p = h5py.File('$dir/tp.h5', 'r')['steps']['activation_predicted_bytes'][()]
+sys.exit(0 if np.all(np.isnan(p)) else 'tp prediction should be NaN, is %s' % p)" || fail "tp"
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "PASS: $CASE"
