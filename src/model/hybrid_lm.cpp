@@ -5,11 +5,11 @@
 
 namespace hlp::model {
 
-HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed)
-    : HybridLMImpl(config, seed, 0, config.num_layers(), true, true) {}
+HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, Values values)
+    : HybridLMImpl(config, seed, 0, config.num_layers(), true, true, values) {}
 
 HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t first_block,
-                           int64_t end_block, bool has_embedding, bool has_head)
+                           int64_t end_block, bool has_embedding, bool has_head, Values values)
     : config_(config),
       seed_(seed),
       first_block_(first_block),
@@ -20,20 +20,36 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t fir
     throw user_error("model part: blocks [", first_block, ", ", end_block,
                      ") is not a range inside the ", config.num_layers(), " layers of pattern ",
                      config.pattern);
+  // deferred: each part's bytes go as soon as it exists, so building holds one part at a time
+  const bool deferred = values == Values::deferred;
+  auto settle = [deferred](const torch::nn::Module& part) {
+    if (deferred)
+      for (const auto& p : part.parameters(/*recurse=*/true)) release_parameter(p);
+  };
   // Registration order = accounting.cpp parameter_table order.
-  if (has_embedding || (has_head && config.tied_embeddings))
+  if (has_embedding || (has_head && config.tied_embeddings)) {
+    // (the Embedding's own default init draws from the global generator, in both modes alike)
     embed_tokens = register_module(
         "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab, config.hidden)));
+    settle(*embed_tokens);
+  }
   auto holder = register_module("blocks", std::make_shared<torch::nn::Module>());
   for (int64_t layer = first_block; layer < end_block; ++layer) {
     blocks_.push_back(holder->register_module(std::to_string(layer), Block(config, layer)));
+    settle(*blocks_.back());
   }
   if (has_head) {
     final_norm = register_module("final_norm", RMSNorm(config.hidden, config.rms_eps));
-    if (!config.tied_embeddings)
-      lm_head = register_parameter("lm_head.weight", torch::empty({config.vocab, config.hidden}));
+    settle(*final_norm);
+    if (!config.tied_embeddings) {
+      // (LibTorch refuses a dot in a parameter name: "lm_head.weight" = module lm_head, "weight")
+      auto head_holder = register_module("lm_head", std::make_shared<torch::nn::Module>());
+      lm_head = head_holder->register_parameter("weight", torch::empty({config.vocab, config.hidden}));
+      if (deferred) release_parameter(lm_head);
+    }
   }
-  for (auto& item : named_parameters(/*recurse=*/true)) init_parameter(item.key(), item.value(), seed);
+  if (!deferred)
+    for (auto& item : named_parameters(/*recurse=*/true)) init_parameter(item.key(), item.value(), seed);
   set_kernels(config.kernels);
 }
 

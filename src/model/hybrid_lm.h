@@ -15,6 +15,13 @@
 // With tied embeddings, a stage with the head but without the embedding still holds
 // "embed_tokens.weight" (the LM head matrix); if it is trainable, the strategy must all-reduce
 // its gradient between the first and last stage.
+//
+// Values::deferred builds the same module tree with every parameter's bytes dropped as soon as
+// its part (the embedding, one block, the head) is registered: shapes, dtypes, names and the
+// global generator's draws are those of Values::drawn, but the parameters hold nothing until
+// init.h's materialise_parameter gives each its value (bit-identical to Values::drawn). Strategies
+// that keep only rows or slices materialise one parameter at a time and keep their part of it, so
+// a rank never holds the whole model while it is built. Forward needs every parameter filled.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -28,13 +35,16 @@
 
 namespace hlp::model {
 
+// When the parameters get their values: at construction, or later one at a time (see above).
+enum class Values { drawn, deferred };
+
 class HybridLMImpl : public torch::nn::Module {
  public:
   // The whole model.
-  explicit HybridLMImpl(const ModelConfig& config, uint64_t seed = 0);
+  explicit HybridLMImpl(const ModelConfig& config, uint64_t seed = 0, Values values = Values::drawn);
   // A part: blocks [first_block, end_block) of the pattern, plus embedding / head if asked.
   HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t first_block, int64_t end_block,
-               bool has_embedding, bool has_head);
+               bool has_embedding, bool has_head, Values values = Values::drawn);
 
   torch::Tensor embed(const torch::Tensor& tokens);  // [B, T] int64 -> [B, T, D]
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }  // held blocks

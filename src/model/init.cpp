@@ -1,6 +1,7 @@
 #include "model/init.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/native/Resize.h>
 
 #include <cmath>
 
@@ -33,7 +34,10 @@ uint64_t parameter_seed(uint64_t seed, const std::string& name) {
 void init_parameter(const std::string& name, torch::Tensor& param, uint64_t seed) {
   torch::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
-  auto values = torch::empty(param.sizes(), torch::TensorOptions().dtype(torch::kFloat32));
+  // A float32 contiguous parameter is drawn into directly (same generator calls on the same
+  // shape, so the same values): no second whole-parameter buffer while a model is built.
+  const bool in_place = param.scalar_type() == torch::kFloat32 && param.is_contiguous();
+  auto values = in_place ? param : torch::empty(param.sizes(), torch::kFloat32);
   if (ends_with(name, "kernel_generator.w2.weight")) {
     values.zero_();
   } else if (ends_with(name, "kernel_generator.w2.bias")) {
@@ -60,7 +64,26 @@ void init_parameter(const std::string& name, torch::Tensor& param, uint64_t seed
   } else {
     values.normal_(0.0, 0.02, gen);
   }
-  param.copy_(values);
+  if (!values.is_same(param)) param.copy_(values);
+}
+
+void release_parameter(const torch::Tensor& param) {
+  at::native::resize_bytes_cpu(param.storage().unsafeGetStorageImpl(), 0);
+}
+
+bool has_values(const torch::Tensor& param) {
+  const int64_t needed = (param.storage_offset() + param.numel()) * int64_t(param.element_size());
+  return int64_t(param.storage().nbytes()) >= needed;
+}
+
+void materialise_parameter(const std::string& name, const torch::Tensor& param, uint64_t seed) {
+  if (has_values(param)) return;
+  TORCH_CHECK(param.is_contiguous() && param.storage_offset() == 0,
+              "materialise_parameter: ", name, " is not a whole contiguous parameter");
+  at::native::resize_bytes_cpu(param.storage().unsafeGetStorageImpl(),
+                               size_t(param.numel()) * param.element_size());
+  torch::Tensor p = param;  // init_parameter writes through the same TensorImpl
+  init_parameter(name, p, seed);
 }
 
 }  // namespace hlp::model

@@ -28,4 +28,14 @@ uint64_t parameter_seed(uint64_t seed, const std::string& name);
 //   everything else (projections, embedding)  N(0, 0.02)
 void init_parameter(const std::string& name, torch::Tensor& param, uint64_t seed);
 
+// Deferred values (HybridLM's Values::deferred): a parameter can exist with its shape and dtype
+// but no bytes (its storage resized to 0, like a released FSDP parameter), so a strategy that
+// keeps only rows or a slice of it never holds more than one whole parameter at a time.
+void release_parameter(const torch::Tensor& param);     // drops its bytes; shape and dtype stay
+bool has_values(const torch::Tensor& param);            // its storage holds all its elements
+// Gives a released parameter its bytes and init_parameter's value for `name` — bit-identical to
+// the value a model built with Values::drawn holds. No-op for a parameter that has its bytes
+// (e.g. the LoRA factors, which apply_lora draws when it registers them).
+void materialise_parameter(const std::string& name, const torch::Tensor& param, uint64_t seed);
+
 }  // namespace hlp::model

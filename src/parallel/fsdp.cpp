@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 #include "metrics/recorder.h"
+#include "model/init.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
@@ -34,6 +35,11 @@ struct ShardedBlockFunction : public torch::autograd::Function<ShardedBlockFunct
     if (y.requires_grad()) torch::autograd::backward({y}, {grad_out[0]});
     strategy->block_backward_end(block);
     torch::Tensor grad_x = x_in.requires_grad() ? x_in.grad() : torch::Tensor();
+    // saved_data lives as long as this node, i.e. until the whole graph is freed after
+    // backward: without this, every finished block would keep x_in, its gradient [B, T, D] and
+    // y alive for the rest of the backward (measured: 8 extra [T, D] fp32 tensors at the peak
+    // of small with checkpointing).
+    ctx->saved_data.clear();
     return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -42,7 +48,14 @@ struct ShardedBlockFunction : public torch::autograd::Function<ShardedBlockFunct
 
 ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parameter)
     : options_(options), prefetch_forward_(per_parameter) {
-  model_ = build_model(options_);
+  // Shapes only: each parameter gets its values inside its unit, right before the unit keeps
+  // this rank's shard of it, so building never holds the whole model (only the LoRA factors,
+  // drawn by apply_lora, have values up front).
+  model_ = build_model(options_, model::Values::deferred);
+  const uint64_t seed = options_.seed;
+  const Materialise materialise = [seed](const std::string& name, const torch::Tensor& p) {
+    model::materialise_parameter(name, p, seed);
+  };
   auto all = named_params(*model_);
   params_total_ = numel_of(all, false);
   params_trainable_ = numel_of(all, true);
@@ -53,9 +66,23 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
     if (name.rfind("blocks.", 0) == 0) unit = std::stoul(name.substr(7)) + 1;
     groups.at(unit).emplace_back(name, p);
   }
+  // Working set of a step: the root stays gathered (with full gradients during backward) and
+  // at most two blocks are gathered at once (this one and the prefetched neighbour), each
+  // with its full-size gradients (fsdp: the whole flat buffer requires grad; fsdp2: only
+  // the trainable parameters).
+  int64_t max_block_bytes = 0;
+  for (size_t u = 0; u < groups.size(); ++u) {
+    int64_t bytes = 0;
+    for (const auto& [name, p] : groups[u])
+      bytes += p.nbytes() + (!per_parameter || p.requires_grad() ? p.nbytes() : 0);
+    if (u == 0) working_set_bytes_ += bytes;
+    else max_block_bytes = std::max(max_block_bytes, bytes);
+  }
+  working_set_bytes_ += 2 * max_block_bytes;
   for (auto& g : groups)
-    units_.push_back(per_parameter ? make_per_param_unit(std::move(g), options_.dp_comm)
-                                   : make_flat_unit(std::move(g), options_.dp_comm));
+    units_.push_back(per_parameter
+                         ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)
+                         : make_flat_unit(std::move(g), options_.dp_comm, materialise));
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
   anchor_ = torch::zeros({}, torch::TensorOptions().device(options_.device).requires_grad(true));

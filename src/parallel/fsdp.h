@@ -6,6 +6,9 @@
 // as its backward finished (overlapping the backward of the blocks before it). fsdp2 prefetches
 // the next unit's all-gather while the current one computes, in forward and backward; fsdp
 // prefetches in backward only (FSDP1's default BACKWARD_PRE).
+// Construction: the model is built with deferred values (hybrid_lm.h) and each unit gives one
+// parameter at a time its values and keeps its shard of it, so a rank holds its shards plus one
+// whole parameter (fsdp2) or one whole unit (fsdp) while it builds, never the whole model.
 #include <memory>
 #include <vector>
 
@@ -28,6 +31,7 @@ class ShardedStrategy : public Strategy {
   double grad_norm() override;
   void zero_grad() override;
   HeldBytes held_bytes() const override;
+  int64_t working_set_bytes() const override { return working_set_bytes_; }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
   std::vector<model::hf::HeldTensor> held_tensors() override;
@@ -50,6 +54,7 @@ class ShardedStrategy : public Strategy {
   bool prefetch_forward_ = false;
   int64_t pending_block_ = -1;  // block whose reduce-scatter is in flight
   int64_t params_total_ = 0, params_trainable_ = 0;
+  int64_t working_set_bytes_ = 0;  // see working_set_bytes(): root + two blocks gathered
 };
 
 }  // namespace hlp::parallel

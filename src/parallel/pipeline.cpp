@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "model/accounting.h"
+#include "model/init.h"
 #include "model/lora.h"
 #include "parallel/pipeline_profile.h"
 #include "parallel/strategy_util.h"
@@ -31,12 +32,23 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
                             stages_, "profiled");
   const int64_t L = options_.model.num_layers();
   const int64_t first = split_.first_block[size_t(stage_)], end = split_.end_block[size_t(stage_)];
+  // Only this stage's part, as shapes (Values::deferred); then one parameter at a time: its
+  // values, this rank's tp slice, and with fsdp2 its dp rows. A rank never holds more than its
+  // part plus one whole parameter while the stage is built.
   model_ = model::HybridLM(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,
-                           /*has_head=*/end == L);
+                           /*has_head=*/end == L, model::Values::deferred);
   model::apply_lora(model_, options_.lora);
   model_->to(options_.device);  // drawn on the CPU generator, then moved (no-op on the CPU)
   model_->train();
-  tp_ = std::make_unique<TensorParallel>(model_, mesh_->tp_comm(), options_.lora.dropout);
+  tp_ = std::make_unique<TensorParallel>(model_->config(), mesh_->tp_comm(), options_.lora.dropout);
+  const Materialise materialise = [this](const std::string& name, const torch::Tensor& p) {
+    model::materialise_parameter(name, p, options_.seed);
+    tp_->slice(name, p);
+  };
+  if (options_.name == "fsdp2")
+    unit_ = make_per_param_unit(named_params(*model_), options_.dp_comm, materialise);
+  else
+    for (auto& [name, p] : named_params(*model_)) materialise(name, p);
 
   const auto counts = model::count_parameters(options_.model, options_.lora);
   params_total_ = counts.total;
@@ -55,8 +67,7 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     const bool member = stage_ == 0 || stage_ == stages_ - 1;
     embedding_comm_ = mesh_->pp_comm()->split(member ? 0 : -1, stage_);
   }
-  if (options_.name == "fsdp2") {
-    unit_ = make_per_param_unit(named_params(*model_), options_.dp_comm);
+  if (unit_) {
     slots_ = unit_->optim_slots();
     for (auto& slot : slots_) {
       const std::string base = slot.name.substr(0, slot.name.find('['));

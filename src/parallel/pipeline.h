@@ -3,7 +3,8 @@
 // --tp N`, and `ddp` / `single` with --pp and/or --tp.
 //
 //   pp axis  each rank builds only its stage's part of the model (HybridLM's part constructor;
-//            the split is stage_split.h's). Activations [B, T, D] go forward and their
+//            the split is stage_split.h's), with deferred values: one parameter at a time gets
+//            its values, then is cut to its tp slice / fsdp2 rows, before the next one. Activations [B, T, D] go forward and their
 //            gradients backward point-to-point between neighbouring stages. Schedules are the
 //            explicit loops of pipeline_schedule.cpp: gpipe (all forwards, then all backwards)
 //            and 1f1b (warm-up forwards, steady one-forward-one-backward, cool-down backwards).

@@ -42,7 +42,8 @@ enum class GatherState { Released, Gathering, Gathered };
 // ---------------------------------------------------------------- FSDP1: one flat buffer
 class FlatUnit : public ShardedUnit {
  public:
-  FlatUnit(NamedParams params, std::shared_ptr<comm::Communicator> comm)
+  FlatUnit(NamedParams params, std::shared_ptr<comm::Communicator> comm,
+           const Materialise& materialise)
       : params_(std::move(params)), comm_(std::move(comm)) {
     torch::NoGradGuard no_grad;
     for (auto& [name, p] : params_) {
@@ -58,6 +59,8 @@ class FlatUnit : public ShardedUnit {
     full_ = torch::empty({numel_}, fp32);  // [N] all parameters of the unit
     for (size_t i = 0; i < params_.size(); ++i) {
       auto& p = params_[i].second;
+      if (materialise) materialise(params_[i].first, p);
+      // p's own bytes are dropped by set_data below: one whole parameter beyond full_ at a time
       full_.narrow(0, offsets_[i], p.numel()).copy_(p.detach().reshape(-1));
       p.set_data(full_.narrow(0, offsets_[i], p.numel()).view(p.sizes()));
       // FSDP1's FlatParameter requires grad as a whole: frozen weights get gradients too.
@@ -145,13 +148,15 @@ class FlatUnit : public ShardedUnit {
 // ---------------------------------------------------------------- FSDP2: per parameter
 class PerParamUnit : public ShardedUnit {
  public:
-  PerParamUnit(NamedParams params, std::shared_ptr<comm::Communicator> comm)
+  PerParamUnit(NamedParams params, std::shared_ptr<comm::Communicator> comm,
+               const Materialise& materialise)
       : comm_(std::move(comm)) {
     torch::NoGradGuard no_grad;
     const int n = comm_->size(), r = comm_->rank();
     fp32_ = torch::TensorOptions().dtype(torch::kFloat).device(
         params.empty() ? torch::Device(torch::kCPU) : params.front().second.device());
     for (auto& [name, p] : params) {
+      if (materialise) materialise(name, p);
       Entry e;
       e.name = name;
       e.param = p;
@@ -159,14 +164,19 @@ class PerParamUnit : public ShardedUnit {
       e.d0 = p.dim() == 0 ? 1 : p.size(0);
       e.rest = e.d0 == 0 ? 0 : p.numel() / e.d0;
       e.rows = comm::shard_numel(e.d0, n);  // ceil(d0 / n) rows a rank
-      // own storage of exactly this parameter's size (so it can be freed on its own)
-      p.set_data(p.detach().clone().contiguous());
+      // own storage of exactly this parameter's size (so it can be freed on its own); a
+      // parameter that already has one (every HybridLM parameter) is not copied
+      const bool own = p.is_contiguous() && p.storage_offset() == 0 &&
+                       int64_t(p.storage().nbytes()) == p.numel() * int64_t(p.element_size()) &&
+                       p.storage().use_count() == 1;
+      if (!own) p.set_data(p.detach().clone().contiguous());
       e.alias = storage_alias(p);
       e.shard = torch::zeros({e.rows, e.rest}, fp32_);  // [ceil(d0/n), rest], zero padded
       const auto valid = comm::shard_range(e.d0, n, r);
       if (valid.size() > 0)
         e.shard.narrow(0, 0, valid.size())
             .copy_(p.detach().reshape({e.d0, e.rest}).narrow(0, valid.begin, valid.size()));
+      free_storage(e.param);  // the whole parameter goes now, before the next one is built
       e.gather_offset = gather_numel_;
       gather_numel_ += e.rows * e.rest;
       if (e.trainable) {
@@ -301,13 +311,15 @@ class PerParamUnit : public ShardedUnit {
 }  // namespace
 
 std::unique_ptr<ShardedUnit> make_flat_unit(NamedParams params,
-                                            std::shared_ptr<comm::Communicator> comm) {
-  return std::make_unique<FlatUnit>(std::move(params), std::move(comm));
+                                            std::shared_ptr<comm::Communicator> comm,
+                                            const Materialise& materialise) {
+  return std::make_unique<FlatUnit>(std::move(params), std::move(comm), materialise);
 }
 
 std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
-                                                 std::shared_ptr<comm::Communicator> comm) {
-  return std::make_unique<PerParamUnit>(std::move(params), std::move(comm));
+                                                 std::shared_ptr<comm::Communicator> comm,
+                                                 const Materialise& materialise) {
+  return std::make_unique<PerParamUnit>(std::move(params), std::move(comm), materialise);
 }
 
 }  // namespace hlp::parallel

@@ -17,6 +17,7 @@
 //                 slots exist only for trainable shards; only those are reduce-scattered.
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,10 +55,17 @@ class ShardedUnit {
   virtual std::vector<model::hf::HeldTensor> held_tensors() const = 0;
 };
 
+// Gives a parameter that has no bytes yet its values (HybridLM's Values::deferred), right before
+// the unit takes its part of it: construction then holds the unit's shards plus one whole
+// parameter (per-param) or one whole unit (flat), never the whole model. Empty: values present.
+using Materialise = std::function<void(const std::string& name, const torch::Tensor& param)>;
+
 std::unique_ptr<ShardedUnit> make_flat_unit(NamedParams params,
-                                            std::shared_ptr<comm::Communicator> comm);
+                                            std::shared_ptr<comm::Communicator> comm,
+                                            const Materialise& materialise = {});
 std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
-                                                 std::shared_ptr<comm::Communicator> comm);
+                                                 std::shared_ptr<comm::Communicator> comm,
+                                                 const Materialise& materialise = {});
 
 // Storage helpers (also used by tests): bytes of the storage behind a tensor come and go.
 void free_storage(const torch::Tensor& t);

@@ -93,6 +93,10 @@ class Strategy {
   virtual double grad_norm() = 0;
   virtual void zero_grad() = 0;
   virtual HeldBytes held_bytes() const = 0;
+  // Bytes the strategy itself adds to a step's peak beyond held_bytes() and the activations:
+  // gathered (unsharded) parameters and full-size gradients of the units in flight (fsdp,
+  // fsdp2). Part of the measured activation_bytes, so the activation prediction adds it.
+  virtual int64_t working_set_bytes() const { return 0; }
 
   // Parameters of the whole model (numel) and trainable (numel), for the result file.
   virtual int64_t params_total() const = 0;

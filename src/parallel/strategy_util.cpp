@@ -11,8 +11,8 @@
 
 namespace hlp::parallel {
 
-model::HybridLM build_model(const StrategyOptions& options) {
-  model::HybridLM lm(options.model, options.seed);
+model::HybridLM build_model(const StrategyOptions& options, model::Values values) {
+  model::HybridLM lm(options.model, options.seed, values);
   model::apply_lora(lm, options.lora);
   lm->to(options.device);  // drawn on the CPU generator, then moved (a no-op on the CPU)
   lm->train();

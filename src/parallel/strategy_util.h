@@ -13,8 +13,11 @@
 
 namespace hlp::parallel {
 
-// The whole model with LoRA applied (deterministic in (seed, parameter name)).
-model::HybridLM build_model(const StrategyOptions& options);
+// The whole model with LoRA applied (deterministic in (seed, parameter name)). With
+// Values::deferred only the LoRA factors hold values; the caller materialises every other
+// parameter (model/init.h) one at a time and keeps its part of it.
+model::HybridLM build_model(const StrategyOptions& options,
+                            model::Values values = model::Values::drawn);
 
 // Waits for `work` if there is one (nullptr: nothing in flight).
 void wait_for(const comm::WorkPtr& work);

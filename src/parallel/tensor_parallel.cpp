@@ -99,12 +99,11 @@ TpPlacement tp_placement(const std::string& name) {
   return split_dim(name) >= 0 ? TpPlacement::Sharded : TpPlacement::Partial;
 }
 
-TensorParallel::TensorParallel(model::HybridLM model, std::shared_ptr<comm::Communicator> tp_comm,
-                               double lora_dropout)
-    : model_(std::move(model)), tp_comm_(std::move(tp_comm)) {
-  const int tp = tp_comm_->size(), t = tp_comm_->rank();
+TensorParallel::TensorParallel(const model::ModelConfig& c,
+                               std::shared_ptr<comm::Communicator> tp_comm, double lora_dropout)
+    : tp_comm_(std::move(tp_comm)) {
+  const int tp = tp_comm_->size();
   if (tp == 1) return;
-  const auto& c = model_->config();
   if (c.activation_checkpointing)
     throw user_error("--activation-checkpointing is not supported with --tp > 1 yet");
   if (lora_dropout > 0)
@@ -118,14 +117,17 @@ TensorParallel::TensorParallel(model::HybridLM model, std::shared_ptr<comm::Comm
   }
   if (has_gdn) require_divisible(c.gdn_heads, tp, "gated-delta heads");
   require_divisible(c.mlp_hidden, tp, "MLP width");
+}
+
+void TensorParallel::slice(const std::string& name, const torch::Tensor& param) const {
+  const int tp = tp_comm_->size(), t = tp_comm_->rank();
+  if (tp == 1) return;
+  const int64_t dim = split_dim(name);
+  if (dim < 0) return;
+  require_divisible(param.size(dim), tp, name.c_str());
   torch::NoGradGuard no_grad;
-  for (auto& item : model_->named_parameters(/*recurse=*/true)) {
-    const int64_t dim = split_dim(item.key());
-    if (dim < 0) continue;
-    torch::Tensor p = item.value();
-    require_divisible(p.size(dim), tp, item.key().c_str());
-    p.set_data(p.detach().chunk(tp, dim)[size_t(t)].contiguous().clone());
-  }
+  torch::Tensor p = param;  // same TensorImpl: set_data swaps its storage for the slice's
+  p.set_data(p.detach().chunk(tp, dim)[size_t(t)].contiguous().clone());
 }
 
 torch::Tensor TensorParallel::block_forward(model::Block block,

@@ -47,10 +47,16 @@ int64_t tp_split_dim(const std::string& name);
 
 class TensorParallel {
  public:
-  // Slices `model`'s tensors in place for tp_comm->rank() of tp_comm->size() (no-op for size 1).
-  // Throws hlp::UserError when a head count or the MLP width is not divisible by the tp size.
-  TensorParallel(model::HybridLM model, std::shared_ptr<comm::Communicator> tp_comm,
+  // For tp_comm->rank() of tp_comm->size() over a model of `config`. Throws hlp::UserError when
+  // a head count or the MLP width is not divisible by the tp size (or tp > 1 meets activation
+  // checkpointing or LoRA dropout).
+  TensorParallel(const model::ModelConfig& config, std::shared_ptr<comm::Communicator> tp_comm,
                  double lora_dropout);
+
+  // Keeps this rank's slice of parameter `name` in place (set_data; the whole tensor's bytes go
+  // with it). No-op for size 1 and for replicated tensors. Called one parameter at a time while
+  // the stage is built, so a rank never holds more than its slices plus one whole parameter.
+  void slice(const std::string& name, const torch::Tensor& param) const;
 
   // One block: [B, T, D] -> [B, T, D] (plain block->forward when tp size is 1).
   torch::Tensor block_forward(model::Block block, const torch::Tensor& x) const;
@@ -59,7 +65,6 @@ class TensorParallel {
   comm::Communicator& comm() const { return *tp_comm_; }
 
  private:
-  model::HybridLM model_;
   std::shared_ptr<comm::Communicator> tp_comm_;
 };
 

@@ -73,7 +73,8 @@ double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double
 
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
-                                    int64_t seq_len, bool bf16, const MemoryProbe& memory) {
+                                    int64_t seq_len, bool bf16, bool every_parameter_trains,
+                                    const MemoryProbe& memory) {
   ActivationProfile profile;
   profile.micro_batch = micro_batch;
   profile.seq_len = seq_len;
@@ -107,6 +108,8 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
         model::HybridLM part = head ? model::HybridLM(c, /*seed=*/0, 0, 0, false, true)
                                     : model::HybridLM(c, /*seed=*/0, layer, layer + 1, false, false);
         model::apply_lora(part, lora);
+        if (every_parameter_trains)
+          for (auto& p : part->parameters()) p.requires_grad_(true);
         part->train();
         const Probe p = run_probe(part, head, micro_batch, t, bf16, !checkpointing, memory);
         if (checkpointing) {

@@ -12,6 +12,8 @@
 //                      + max(transient of any layer, transient of the head)
 //   checkpointing:     in_flight x (sum of saved_checkpointed + input)
 //                      + max over layers (saved + transient: the recomputed block), head
+// The trainer adds the strategy's own working set (Strategy::working_set_bytes(): fsdp's gathered
+// units), which the measured activation_bytes hold too.
 // in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
 // min(M, p - stage) for 1F1B, M for GPipe. Tensor parallelism is not modelled (NaN).
 // A naive-attention run is quadratic in T: its A / S kinds are probed at the run's T itself.
@@ -50,9 +52,12 @@ struct MemoryProbe {
 
 // Builds and runs each layer kind of `config` (a throwaway copy with its own parameters;
 // the run's model and the global random generator are untouched). Leaves the peak reset.
+// every_parameter_trains: the strategy makes frozen weights require grad too (flat fsdp's
+// FlatParameter), so autograd also keeps the inputs their weight gradients need.
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
-                                    int64_t seq_len, bool bf16, const MemoryProbe& memory);
+                                    int64_t seq_len, bool bf16, bool every_parameter_trains,
+                                    const MemoryProbe& memory);
 
 // The rank's predicted activation peak for blocks [first_block, end_block), the embedding and
 // the head where it holds them, with `in_flight` micro-batches alive at once.

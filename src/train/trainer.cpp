@@ -251,20 +251,23 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
                             [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                             [] { metrics::CpuAllocatorCounter::reset_peak(); }};
-    activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.bf16, probe);
+    // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
+    activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.bf16,
+                                   strategy->name() == "fsdp", probe);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
     if (mesh->shape().tp == 1) {
+      const double working_set = double(strategy->working_set_bytes());
       if (pipeline && pp > 1) {
         const auto& first = pipeline->split().first_block;
         const int64_t end = stage + 1 < pp ? first[size_t(stage) + 1] : so.model.num_layers();
         const int64_t in_flight = c.pp_schedule == "gpipe"
                                       ? split.micro_batches
                                       : std::min<int64_t>(split.micro_batches, pp - stage);
-        activation_predicted = predict_activation_bytes(activation, so.model, first[size_t(stage)],
-                                                        end, stage == 0, stage == pp - 1, in_flight);
+        activation_predicted = working_set + predict_activation_bytes(
+            activation, so.model, first[size_t(stage)], end, stage == 0, stage == pp - 1, in_flight);
       } else {
-        activation_predicted = predict_activation_bytes(activation, so.model, 0,
-                                                        so.model.num_layers(), true, true, 1);
+        activation_predicted = working_set + predict_activation_bytes(
+            activation, so.model, 0, so.model.num_layers(), true, true, 1);
       }
     }
   }

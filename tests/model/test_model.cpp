@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "model/accounting.h"
 #include "model/hybrid_lm.h"
+#include "model/init.h"
 #include "model/lora.h"
 #include "test_helpers.h"
 
@@ -99,6 +100,43 @@ TEST_CASE("model: a part outside the pattern is a user error", "[model]") {
   CHECK_THROWS_AS(HybridLM(c, 1, 3, 2, false, false), hlp::UserError);
   HybridLM middle(c, 1, 1, 3, false, false);
   CHECK_THROWS(middle->forward(torch::zeros({1, 4}, torch::kLong)));  // not the whole model
+}
+
+TEST_CASE("model: deferred values hold no bytes until materialised, then equal drawn ones",
+          "[model]") {
+  for (const bool tied : {true, false}) {
+    auto c = preset("tiny").with_pattern("GAS");
+    c.gdn_variant = GdnVariant::jetblock;
+    c.tied_embeddings = tied;
+    const auto lora = make_lora_config(2, 4, 0, "q_proj,o_proj,down_proj,w2");
+    torch::manual_seed(17);
+    HybridLM drawn(c, 5);
+    apply_lora(drawn, lora);
+    const auto rng_after_drawn = torch::rand({4});  // the global generator's next draws
+    torch::manual_seed(17);
+    HybridLM deferred(c, 5, Values::deferred);
+    apply_lora(deferred, lora);
+    const auto rng_after_deferred = torch::rand({4});
+    auto want = drawn->named_parameters();
+    auto got = deferred->named_parameters();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string& name = got[i].key();
+      INFO(name);
+      CHECK(name == want[i].key());
+      CHECK(got[i].value().sizes() == want[i].value().sizes());
+      CHECK(got[i].value().requires_grad() == want[i].value().requires_grad());
+      const bool adapter = name.find(".lora_") != std::string::npos;
+      CHECK(has_values(got[i].value()) == adapter);  // only apply_lora's factors are drawn
+      if (!adapter) CHECK(got[i].value().storage().nbytes() == 0);
+      materialise_parameter(name, got[i].value(), 5);
+      CHECK(torch::equal(got[i].value(), want[i].value()));
+    }
+    // the global generator (LoRA dropout masks) is where the drawn model leaves it
+    CHECK(torch::equal(rng_after_drawn, rng_after_deferred));
+    auto tokens = torch::randint(c.vocab, {2, 9}, torch::kLong);
+    CHECK(torch::equal(deferred->forward(tokens), drawn->forward(tokens)));
+  }
 }
 
 TEST_CASE("model: whole model runs in float64 and both GDN modes agree", "[model][gdn]") {

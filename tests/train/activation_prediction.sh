@@ -4,7 +4,8 @@
 # T = 128 and 256 (384 too for naive attention) and extrapolates, so T = 1024 is a 4x
 # extrapolation. Usage: activation_prediction.sh HLP_TRAIN CASE
 #   single   1 rank, blocked attention, checkpointing off and on, and naive attention
-#   ranks    ddp (checkpointing) and pp (1F1B: stage 0 holds 2 micro-batches, stage 1 one)
+#   ranks    ddp (checkpointing), pp (1F1B: stage 0 holds 2 micro-batches, stage 1 one),
+#            fsdp2 and fsdp (their gathered units; flat fsdp's frozen weights train)
 #   tp       tensor parallelism is not modelled: the prediction is NaN, not a made-up number
 set -u
 HLP_TRAIN=$1
@@ -58,6 +59,18 @@ ranks)
   "$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --strategy pp --global-batch 2 \
       --out "$dir/pp.h5" > "$dir/pp.log" 2>&1 || { cat "$dir/pp.log"; fail "pp"; }
   check "$dir/pp.h5" 0.9 1.1 || fail "pp (1F1B in-flight micro-batches per stage)"
+  # fsdp2 / fsdp: the gathered units are part of the measured activation bytes
+  # (Strategy::working_set_bytes); flat fsdp's frozen weights require grad, so autograd keeps
+  # the inputs of their weight gradients too (probed with every parameter training)
+  for s in fsdp2 fsdp; do
+    "$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --strategy $s --global-batch 2 \
+        --activation-checkpointing true --out "$dir/$s.h5" > "$dir/$s.log" 2>&1 \
+        || { cat "$dir/$s.log"; fail "$s"; }
+    check "$dir/$s.h5" 0.9 1.1 || fail "$s with checkpointing"
+  done
+  "$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --strategy fsdp --global-batch 2 \
+      --out "$dir/fsdp_nockpt.h5" > "$dir/fsdp_nockpt.log" 2>&1 || { cat "$dir/fsdp_nockpt.log"; fail "fsdp"; }
+  check "$dir/fsdp_nockpt.h5" 0.9 1.1 || fail "fsdp without checkpointing"
   ;;
 tp)
   "$MPIEXEC" -n 2 "$HLP_TRAIN" --model tiny --seq-len 128 --steps 1 --threads 1 --loader-threads 1 \
