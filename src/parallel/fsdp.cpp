@@ -53,8 +53,9 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   // drawn by apply_lora, have values up front).
   model_ = build_model(options_, model::Values::deferred);
   const uint64_t seed = options_.seed;
-  const Materialise materialise = [seed](const std::string& name, const torch::Tensor& p) {
-    model::materialise_parameter(name, p, seed);
+  const torch::Device device = options_.device;
+  const Materialise materialise = [seed, device](const std::string& name, const torch::Tensor& p) {
+    materialise_on_device(name, p, seed, device);
   };
   auto all = named_params(*model_);
   params_total_ = numel_of(all, false);

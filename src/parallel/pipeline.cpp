@@ -38,11 +38,10 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   model_ = model::HybridLM(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,
                            /*has_head=*/end == L, model::Values::deferred);
   model::apply_lora(model_, options_.lora);
-  model_->to(options_.device);  // drawn on the CPU generator, then moved (no-op on the CPU)
   model_->train();
   tp_ = std::make_unique<TensorParallel>(model_->config(), mesh_->tp_comm(), options_.lora.dropout);
   const Materialise materialise = [this](const std::string& name, const torch::Tensor& p) {
-    model::materialise_parameter(name, p, options_.seed);
+    materialise_on_device(name, p, options_.seed, options_.device);  // CPU draw, then moved
     tp_->slice(name, p);
   };
   if (options_.name == "fsdp2")

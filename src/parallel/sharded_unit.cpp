@@ -53,20 +53,24 @@ class FlatUnit : public ShardedUnit {
     }
     const int n = comm_->size();
     range_ = comm::shard_range(numel_, n, comm_->rank());
-    const auto fp32 = torch::TensorOptions().dtype(torch::kFloat).device(
-        params_.empty() ? torch::Device(torch::kCPU) : params_.front().second.device());
-    fp32_ = fp32;
-    full_ = torch::empty({numel_}, fp32);  // [N] all parameters of the unit
+    // The unit lives where its parameters get their values (materialise may move them to the
+    // GPU); an empty unit where its communicator's small tensors live.
+    fp32_ = torch::TensorOptions().dtype(torch::kFloat).device(comm_->scalar_device());
+    if (params_.empty()) full_ = torch::empty({0}, fp32_);
     for (size_t i = 0; i < params_.size(); ++i) {
       auto& p = params_[i].second;
       if (materialise) materialise(params_[i].first, p);
+      if (i == 0) {
+        fp32_ = fp32_.device(p.device());
+        full_ = torch::empty({numel_}, fp32_);  // [N] all parameters of the unit
+      }
       // p's own bytes are dropped by set_data below: one whole parameter beyond full_ at a time
       full_.narrow(0, offsets_[i], p.numel()).copy_(p.detach().reshape(-1));
       p.set_data(full_.narrow(0, offsets_[i], p.numel()).view(p.sizes()));
       // FSDP1's FlatParameter requires grad as a whole: frozen weights get gradients too.
       p.requires_grad_(true);
     }
-    shard_ = torch::zeros({comm::shard_numel(numel_, n)}, fp32);  // [ceil(N/n)]
+    shard_ = torch::zeros({comm::shard_numel(numel_, n)}, fp32_);  // [ceil(N/n)]
     shard_.narrow(0, 0, range_.size()).copy_(full_.narrow(0, range_.begin, range_.size()));
     shard_grad_ = torch::zeros_like(shard_);
     gather_alias_ = storage_alias(full_);
@@ -153,10 +157,11 @@ class PerParamUnit : public ShardedUnit {
       : comm_(std::move(comm)) {
     torch::NoGradGuard no_grad;
     const int n = comm_->size(), r = comm_->rank();
-    fp32_ = torch::TensorOptions().dtype(torch::kFloat).device(
-        params.empty() ? torch::Device(torch::kCPU) : params.front().second.device());
+    // Where the parameters get their values (materialise may move them to the GPU).
+    fp32_ = torch::TensorOptions().dtype(torch::kFloat).device(comm_->scalar_device());
     for (auto& [name, p] : params) {
       if (materialise) materialise(name, p);
+      fp32_ = fp32_.device(p.device());
       Entry e;
       e.name = name;
       e.param = p;

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "common/clock.h"
+#include "model/init.h"
 #include "model/lora.h"
 #include "parallel/autocast_compat.h"
 #if defined(HLP_HAVE_CUDA)
@@ -14,7 +15,9 @@ namespace hlp::parallel {
 model::HybridLM build_model(const StrategyOptions& options, model::Values values) {
   model::HybridLM lm(options.model, options.seed, values);
   model::apply_lora(lm, options.lora);
-  lm->to(options.device);  // drawn on the CPU generator, then moved (a no-op on the CPU)
+  // Drawn values: drawn on the CPU generator, then moved (a no-op on the CPU). Deferred values:
+  // each parameter is moved when it gets its values (materialise_on_device).
+  if (values == model::Values::drawn) lm->to(options.device);
   lm->train();
   return lm;
 }
@@ -59,6 +62,12 @@ double local_grad_sq(const std::vector<OptimSlot>& slots) {
     sum = sum.defined() ? sum + sq : sq;
   }
   return sum.defined() ? sum.item<double>() : 0.0;
+}
+
+void materialise_on_device(const std::string& name, const torch::Tensor& param, uint64_t seed,
+                           const torch::Device& device) {
+  model::materialise_parameter(name, param, seed);  // CPU generator, as with Values::drawn
+  if (param.device() != device) param.set_data(param.detach().to(device));
 }
 
 at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarType dtype) {
