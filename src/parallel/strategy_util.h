@@ -15,7 +15,8 @@ namespace hlp::parallel {
 
 // The whole model with LoRA applied (deterministic in (seed, parameter name)). With
 // Values::deferred only the LoRA factors hold values; the caller materialises every other
-// parameter (model/init.h) one at a time and keeps its part of it.
+// parameter (materialise_on_device below) one at a time and keeps its part of it. Drawn models
+// are moved to options.device; deferred ones stay on the CPU until materialised.
 model::HybridLM build_model(const StrategyOptions& options,
                             model::Values values = model::Values::drawn);
 
