@@ -25,7 +25,7 @@ export CCACHE_MAXSIZE := 5G
 # relative paths in the cache key: a fresh clone elsewhere reuses what an earlier build compiled
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps build test run bench clean
+.PHONY: all deps build test run bench clean torch2-check gpu-bundle gpu-check
 
 all: build
 
@@ -68,6 +68,22 @@ bench: deps
 	OPENBLAS_NUM_THREADS=1 $(BUILD_DIR)/bin/hlp-bench-attention --threads 1 --lengths 1024,2048,4096,8192
 	bench/train/run_strategies.sh $(BUILD_DIR) $(BUILD_DIR)/bench-train
 	bench/train/run_pipeline.sh $(BUILD_DIR) $(BUILD_DIR)/bench-pipeline 2 4
+
+# Developer checks of the GPU path (not part of `make test`):
+#   torch2-check  every LibTorch translation unit against LibTorch 2.6 + CUDA headers (Debian
+#                 trixie's libtorch-cuda-dev, downloaded once: network); syntax only, no GPU
+#   gpu-bundle    apt-get download the Debian packages a GPU machine without MPI/HDF5/Boost needs
+#   gpu-check     on a GPU machine: build against PyTorch's LibTorch + the bundle, CUDA vs CPU
+#                 runs, bf16, memory, report, tokens/s (tools/gpu-check.sh --help)
+torch2-check:
+	@test -f $(BUILD_DIR)/compile_commands.json || cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	JOBS=$(JOBS) tools/torch2-compile-check.sh $(BUILD_DIR)
+
+gpu-bundle:
+	tools/gpu-bundle.sh
+
+gpu-check:
+	tools/gpu-check.sh $(GPU_CHECK_FLAGS)
 
 clean:
 	rm -rf $(BUILD_DIR)

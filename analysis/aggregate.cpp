@@ -105,7 +105,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     std::map<std::string, std::vector<double>> pool;
     std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
-    double peak = kNaN;
+    double peak = kNaN, skipped = kNaN;
     for (const RunData* r : members) {
       ++row.runs;
       if (!r->complete) ++row.incomplete_runs;
@@ -139,6 +139,10 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
           acc.second += 1;
         }
       }
+      auto sk = r->per_step.find(schema::kStepSkipped);
+      if (sk != r->per_step.end())
+        for (double v : sk->second)
+          if (!std::isnan(v)) skipped = (std::isnan(skipped) ? 0.0 : skipped) + (v > 0 ? 1 : 0);
       if (r->bubble_fraction) bubbles.push_back(*r->bubble_fraction);
       if (r->bubble_fraction_theory) bubble_theory.push_back(*r->bubble_fraction_theory);
       const double trace_bubble = run_trace_bubble(*r, warmup_steps);
@@ -146,6 +150,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     }
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;
+    row.skipped_steps = skipped;
     row.comm_exposed_fraction = median_of(comm_fraction);
     row.pipeline_wait_fraction = median_of(wait_fraction);
     row.bubble_fraction = median_of(bubbles);

@@ -12,7 +12,8 @@
 //  - bubble fraction: median over the group's runs that have /pipeline; the trace-measured one
 //    (trace_bubble.h): per run the mean over pipelines, stages and post-warm-up steps, then the
 //    median over the group's runs that have such a value;
-//  - tokens/s per device = global tokens/s / world size.
+//  - tokens/s per device = global tokens/s / world size;
+//  - skipped steps (fp16 overflow): summed over runs and all their steps, warm-up included.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -41,6 +42,9 @@ struct ConfigRow {
   double bubble_fraction_trace = 0.0;  // NaN when no pipeline run of the row has a trace
   double bubble_fraction_theory = 0.0; // NaN when no /pipeline
   double final_loss = 0.0;             // mean over runs of the last step's loss
+  // fp16 loss scaling: steps whose update was skipped (gradient overflow), summed over the
+  // row's runs and ALL their steps (warm-up included); NaN when no run recorded step_skipped.
+  double skipped_steps = 0.0;
   // loss per step number, mean over runs holding that step (all steps, warm-up included)
   std::map<int64_t, double> loss_curve;
   std::vector<std::string> paths;

@@ -88,7 +88,8 @@ const std::vector<std::string>& analysed_metrics() {
       schema::kPeakBytes,    schema::kParamBytes,    schema::kGradBytes,
       schema::kOptimizerBytes, schema::kActivationBytes, schema::kMfuModel,
       schema::kMfuExecuted,  schema::kPipelineWait,  schema::kOther,
-      schema::kCpuUtil,      schema::kActivationPredicted};
+      schema::kCpuUtil,      schema::kActivationPredicted,
+      schema::kStepSkipped,  schema::kLossScale};  // fp16 loss scaling (absent in older files)
   return m;
 }
 

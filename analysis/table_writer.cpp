@@ -57,6 +57,7 @@ const std::vector<MetricColumn>& metric_columns() {
     c.push_back({"bubble_fraction_trace", [](const ConfigRow& r) { return r.bubble_fraction_trace; }});
     c.push_back({"bubble_fraction_theory", [](const ConfigRow& r) { return r.bubble_fraction_theory; }});
     c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
+    c.push_back({"skipped_steps", [](const ConfigRow& r) { return r.skipped_steps; }});
     c.push_back({"oversubscribed_runs", [](const ConfigRow& r) { return double(r.oversubscribed_runs); }});
     return c;
   }();
@@ -132,8 +133,9 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
       out << (i ? ", " : " ") << common[i] << " = " << rows.front().value(common[i]);
     out << "\n\n";
   }
-  bool any_pipeline = false, any_oversubscribed = false;
+  bool any_pipeline = false, any_oversubscribed = false, any_skipped_column = false;
   for (const auto& r : rows) {
+    any_skipped_column = any_skipped_column || !std::isnan(r.skipped_steps);
     any_pipeline = any_pipeline || r.config_int("pp") > 1;
     any_oversubscribed = any_oversubscribed || r.oversubscribed_runs > 0;
   }
@@ -200,6 +202,8 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
     cols.push_back({"bubble theory %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_theory); }});
   }
   cols.push_back({"final loss", [](const ConfigRow& r) { return fmt("%.4f", r.final_loss); }});
+  if (any_skipped_column)  // fp16 runs: updates skipped on gradient overflow (all steps)
+    cols.push_back({"skipped steps", [](const ConfigRow& r) { return fmt("%.0f", r.skipped_steps); }});
 
   out << "|";
   for (const auto& c : varying) out << " " << c << " |";

@@ -1,11 +1,18 @@
 # Finds every dependency once and exposes it as an hlp::* interface target.
 # Missing packages fail with a message naming the Debian package (`make deps` installs them).
 
-# --- LibTorch (Debian libtorch-dev here; a CUDA LibTorch via -DTorch_DIR=... on a cluster) ---
+# --- LibTorch ---
+# Any LibTorch, found through -DTorch_DIR=<dir with TorchConfig.cmake> or CMAKE_PREFIX_PATH:
+#   Debian's libtorch-dev 1.13 (CPU): found with no hints (through its Caffe2 config);
+#   a LibTorch 2.x zip:       -DTorch_DIR=/path/to/libtorch/share/cmake/Torch;
+#   PyTorch's pip wheel:      -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+#                             (or -DTorch_DIR=<that>/Torch). A CUDA wheel needs the CUDA toolkit
+#                             (nvcc) of its CUDA major version for its Caffe2 config.
 find_package(Torch QUIET)
 if(NOT Torch_FOUND)
   message(FATAL_ERROR "LibTorch not found. On Debian: `make deps` (libtorch-dev). "
-                      "Elsewhere: -DTorch_DIR=/path/to/libtorch/share/cmake/Torch")
+                      "Elsewhere: -DTorch_DIR=/path/to/libtorch/share/cmake/Torch, or for PyTorch's "
+                      "own: -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')\"")
 endif()
 add_library(hlp_torch INTERFACE)
 add_library(hlp::torch ALIAS hlp_torch)
@@ -13,7 +20,52 @@ target_link_libraries(hlp_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(hlp_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 separate_arguments(_hlp_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(hlp_torch INTERFACE ${_hlp_torch_flags})
-message(STATUS "HLP: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX})")
+# LibTorch 2.x needs C++17 (the project default); its headers from 2.12 on require C++20.
+if(Torch_VERSION VERSION_GREATER_EQUAL 2.12)
+  set(CMAKE_CXX_STANDARD 20)
+endif()
+# libstdc++ dual ABI: HLP passes std::string across Boost.PO, SentencePiece, ICU and LibTorch.
+# The first three come from the system (C++11 ABI on every current distribution); a LibTorch
+# built with the old ABI (_GLIBCXX_USE_CXX11_ABI=0: PyTorch pip wheels before 2.7, the
+# "pre-cxx11" LibTorch zips) links only into undefined references. Say so at configure time.
+set(HLP_TORCH_CXX11_ABI "")
+if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=([01])")
+  set(HLP_TORCH_CXX11_ABI "${CMAKE_MATCH_1}")
+endif()
+# A LibTorch inside a Python package: ask the package too (torch._C._GLIBCXX_USE_CXX11_ABI).
+get_filename_component(_hlp_torch_pkg "${TORCH_INSTALL_PREFIX}" ABSOLUTE)
+if(EXISTS "${_hlp_torch_pkg}/__init__.py")
+  get_filename_component(_hlp_site "${_hlp_torch_pkg}" DIRECTORY)
+  find_program(HLP_TORCH_PYTHON NAMES python3 python)
+  if(HLP_TORCH_PYTHON)
+    execute_process(
+      COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${_hlp_site}"
+              "${HLP_TORCH_PYTHON}" -c "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
+      OUTPUT_VARIABLE _hlp_py_abi OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _hlp_py_rc)
+    if(_hlp_py_rc EQUAL 0 AND _hlp_py_abi MATCHES "^[01]$")
+      if(NOT HLP_TORCH_CXX11_ABI STREQUAL "" AND NOT HLP_TORCH_CXX11_ABI STREQUAL _hlp_py_abi)
+        message(FATAL_ERROR "LibTorch ABI mismatch: TorchConfig.cmake at ${Torch_DIR} says "
+                "_GLIBCXX_USE_CXX11_ABI=${HLP_TORCH_CXX11_ABI} but the Python package at "
+                "${_hlp_torch_pkg} says torch._C._GLIBCXX_USE_CXX11_ABI=${_hlp_py_abi}: "
+                "Torch_DIR and the PyTorch installation are not the same build.")
+      endif()
+      set(HLP_TORCH_CXX11_ABI "${_hlp_py_abi}")
+    endif()
+  endif()
+endif()
+if(HLP_TORCH_CXX11_ABI STREQUAL "0")
+  message(FATAL_ERROR "LibTorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX} uses the old libstdc++ "
+          "ABI (_GLIBCXX_USE_CXX11_ABI=0, torch._C._GLIBCXX_USE_CXX11_ABI=False), but HLP's "
+          "Boost.Program_options, SentencePiece and ICU use the C++11 ABI: the link would fail "
+          "with undefined std::__cxx11 symbols. Use a C++11-ABI LibTorch: PyTorch >= 2.7 from pip, "
+          "or a 'libtorch-cxx11-abi-shared-with-deps' zip (-DTorch_DIR=<it>/share/cmake/Torch).")
+endif()
+set(HLP_TORCH_HAS_CUDA OFF)
+if(TORCH_CUDA_LIBRARIES)
+  set(HLP_TORCH_HAS_CUDA ON)
+endif()
+message(STATUS "HLP: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}), CUDA LibTorch: "
+               "${HLP_TORCH_HAS_CUDA}, C++11 ABI: ${HLP_TORCH_CXX11_ABI}, C++${CMAKE_CXX_STANDARD}")
 
 # --- MPI (MPICH) ---
 find_package(MPI REQUIRED COMPONENTS C CXX)
@@ -69,8 +121,13 @@ if(NOT HLP_WITH_CUDA STREQUAL "OFF")
     set(CUDAToolkit_ROOT /usr/local/cuda)
   endif()
   find_package(CUDAToolkit QUIET)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+  # NCCL: the toolkit's, $NCCL_HOME, or the nvidia-nccl-cu* wheel beside a pip PyTorch
+  # (site-packages/nvidia/nccl, which ships libnccl.so.2 without the libnccl.so link).
+  get_filename_component(_hlp_nccl_wheel "${TORCH_INSTALL_PREFIX}/../nvidia/nccl" ABSOLUTE)
+  find_path(NCCL_INCLUDE_DIR nccl.h
+            HINTS $ENV{NCCL_HOME}/include ${CUDAToolkit_INCLUDE_DIRS} "${_hlp_nccl_wheel}/include")
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2
+               HINTS $ENV{NCCL_HOME}/lib ${CUDAToolkit_LIBRARY_DIR} "${_hlp_nccl_wheel}/lib")
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(HLP_HAVE_CUDA ON)
     add_library(hlp_nccl INTERFACE)

@@ -54,7 +54,10 @@ const std::vector<TrainOption>& train_options() {
       {"min-lr-ratio", K::number, {}, "minlr"},
       {"weight-decay", K::number, {}, "wd"},
       {"grad-clip", K::number, {}, "clip"},
-      {"precision", K::choice, {"fp32", "bf16"}, ""},
+      {"precision", K::choice, {"fp32", "bf16", "fp16"}, ""},
+      // device and communication backend (GPU runs: device = cuda, comm = nccl)
+      {"device", K::choice, {"auto", "cpu", "cuda"}, ""},
+      {"comm", K::choice, {"auto", "nccl", "mpi"}, "comm-"},
       {"eval-every", K::integer, {}, "eval"},
       {"flush-every", K::integer, {}, "flush"},
       {"trace", K::flag, {}, "trace"},

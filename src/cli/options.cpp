@@ -1,6 +1,7 @@
 #include "cli/options.h"
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -162,7 +163,16 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "weight-decay", &C::weight_decay, "AdamW weight decay");
   t.add(run, "grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 = off");
   t.add(run, "precision", &C::precision,
-        "fp32 | bf16 (bf16 compute, fp32 master weights, fp32 gradient reduction and Adam state)");
+        "fp32 | bf16 | fp16: bf16 and fp16 compute with fp32 master weights, fp32 gradient "
+        "reduction and Adam state. fp16 adds dynamic loss scaling (an overflow skips the update "
+        "and halves the scale). On CPU, bf16 is LibTorch's CPU autocast; fp16 has no CPU kernels "
+        "in LibTorch, so its matmuls (all projections, LoRA, LM head) are emulated: fp16-rounded "
+        "operands, results and gradients, fp32 accumulation; the rest runs in fp32 "
+        "(docs/strategies.md, Precision)");
+  t.add(run, "loss-scale-init", &C::loss_scale_init,
+        "fp16: initial dynamic loss scale (as torch.cuda.amp.GradScaler)");
+  t.add(run, "loss-scale-growth-interval", &C::loss_scale_growth_interval,
+        "fp16: steps without overflow after which the loss scale doubles");
   t.add(run, "device", &C::device,
         "auto (cuda when LibTorch has CUDA and a GPU is visible, else cpu) | cpu | cuda. "
         "On cuda each rank takes GPU local_rank % visible GPUs (local rank from MPI's "
@@ -212,8 +222,12 @@ void validate(const train::TrainConfig& c) {
   if (!one_of(c.attn_impl, {"auto", "naive", "blocked", "sdpa"}))
     throw user_error("--attn-impl: unknown value '", c.attn_impl,
                      "'; choose auto, naive, blocked or sdpa");
-  if (!one_of(c.precision, {"fp32", "bf16"}))
-    throw user_error("--precision: unknown value '", c.precision, "'; choose fp32 or bf16");
+  if (!one_of(c.precision, {"fp32", "bf16", "fp16"}))
+    throw user_error("--precision: unknown value '", c.precision, "'; choose fp32, bf16 or fp16");
+  if (!(c.loss_scale_init >= 1) || !std::isfinite(c.loss_scale_init))
+    throw user_error("--loss-scale-init must be a finite number >= 1 (got ", c.loss_scale_init,
+                     ")");
+  require_positive("loss-scale-growth-interval", c.loss_scale_growth_interval);
   if (!one_of(c.device, {"auto", "cpu", "cuda"}))
     throw user_error("--device: unknown value '", c.device, "'; choose auto, cpu or cuda");
   if (!one_of(c.comm, {"auto", "nccl", "mpi"}))

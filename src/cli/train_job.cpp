@@ -130,7 +130,8 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   if (!config.out.empty()) {
     metrics::WriterOptions wo;
     wo.flush_every_steps = config.flush_every;
-    wo.extra_metrics = {"eval_loss", "precision_bf16", schema::kActivationPredicted};
+    wo.extra_metrics = {schema::kEvalLoss, schema::kPrecisionBf16, schema::kLossScale,
+                        schema::kStepSkipped, schema::kActivationPredicted};
     // GPU runs: the caching allocator's reserved bytes beside the allocated ones
     // (current_bytes / peak_bytes), and the host's resident memory.
     if (on_cuda)
@@ -208,8 +209,10 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     m[schema::kCommCpu] = r.comm_cpu_s;
     m[schema::kCommBytes] = double(recorder->take_comm_totals().bytes);
     m[schema::kLr] = r.lr;
-    m["eval_loss"] = r.eval_loss;
-    m["precision_bf16"] = config.precision == "bf16" ? 1.0 : 0.0;
+    m[schema::kEvalLoss] = r.eval_loss;
+    m[schema::kPrecisionBf16] = config.precision == "bf16" ? 1.0 : 0.0;
+    m[schema::kLossScale] = r.loss_scale;
+    m[schema::kStepSkipped] = r.step_skipped ? 1.0 : 0.0;
     m[schema::kActivationPredicted] = r.activation_predicted_bytes;
     m[schema::kGradNorm] = r.grad_norm;
     const auto held = strategy.held_bytes();
@@ -240,9 +243,14 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       if (r.phases.pipeline_wait_s > 0)
         std::snprintf(wait, sizeof(wait), "  pipeline wait %.0f%%",
                       100.0 * r.phases.pipeline_wait_s / std::max(1e-9, r.step_time_s));
-      std::printf("[hlp-train] step %lld/%d  loss %.4f%s  %.0f tok/s  peak %.1f MiB  "
+      char scale[80] = "";  // fp16: the loss scale, and a skipped update
+      if (config.precision == "fp16")
+        std::snprintf(scale, sizeof(scale), "  loss scale %g%s", r.loss_scale,
+                      r.step_skipped ? " SKIPPED (fp16 gradient overflow, scale halved)" : "");
+      std::printf("[hlp-train] step %lld/%d  loss %.4f%s%s  %.0f tok/s  peak %.1f MiB  "
                   "comm exposed %.0f%%%s  cpu %.2f cores  ETA %.0f s\n",
-                  (long long)r.step + 1, config.steps, r.loss, eval, m[schema::kTokensPerS],
+                  (long long)r.step + 1, config.steps, r.loss, eval, scale,
+                  m[schema::kTokensPerS],
                   double(mem.peak_bytes) / (1 << 20),
                   100.0 * r.phases.comm_exposed_s / std::max(1e-9, r.step_time_s), wait,
                   m[schema::kCpuUtil], eta);
@@ -251,6 +259,9 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   };
 
   const auto outcome = train::train(config, world, hooks);
+  if (rank == 0 && config.precision == "fp16")
+    std::printf("[hlp-train] fp16 loss scaling: %lld of %zu steps skipped (gradient overflow)\n",
+                (long long)outcome.skipped_steps, outcome.losses.size());
   if (writer && outcome.pipeline) writer->write_pipeline(*outcome.pipeline);  // same on all ranks
   int exit_code = 0;
   if (!outcome.non_finite.empty()) {

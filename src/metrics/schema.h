@@ -111,6 +111,13 @@ inline constexpr std::array<const char*, 30> kStepMetrics = {
     kLr,             kGradNorm,        kStepEnd,      kPipelineWait, kOther,
     kCpu,            kCpuUtil,         kComputeCpu,   kLoaderCpu,   kCommCpu};
 
+// Step metrics hlp-train adds beyond kStepMetrics (WriterOptions::extra_metrics): absent from
+// files written before they existed, so readers test for them (ResultReader::has_step_metric).
+inline constexpr const char* kEvalLoss = "eval_loss";          // held-out loss, NaN between evals
+inline constexpr const char* kPrecisionBf16 = "precision_bf16";  // 1 in bf16 runs, else 0
+inline constexpr const char* kLossScale = "loss_scale";        // fp16: loss scale of the step; 1 otherwise
+inline constexpr const char* kStepSkipped = "step_skipped";    // 1: fp16 overflow, update skipped
+
 // ---- /model: attributes -------------------------------------------------------------------------
 inline constexpr const char* kModelGroup = "/model";
 inline constexpr const char* kParamsTotal = "params_total";                // int64

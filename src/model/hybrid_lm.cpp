@@ -1,6 +1,7 @@
 #include "model/hybrid_lm.h"
 
 #include "common/error.h"
+#include "model/half_emulation.h"
 #include "model/init.h"
 
 namespace hlp::model {
@@ -75,7 +76,7 @@ torch::Tensor HybridLMImpl::lm_head_weight() const {
 
 torch::Tensor HybridLMImpl::head(const torch::Tensor& x) {
   // [B, T, D] -> [B, T, V]
-  return torch::matmul(final_norm->forward(x), lm_head_weight().t());
+  return model::matmul(final_norm->forward(x), lm_head_weight().t());  // fp16-emulated on CPU fp16
 }
 
 torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {

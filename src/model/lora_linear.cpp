@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/half_emulation.h"
+
 namespace hlp::model {
 
 namespace F = torch::nn::functional;
@@ -14,12 +16,12 @@ LoRALinearImpl::LoRALinearImpl(int64_t in_features, int64_t out_features, bool w
 }
 
 torch::Tensor LoRALinearImpl::forward(const torch::Tensor& x) {
-  auto y = F::linear(x, weight, bias);
+  auto y = model::linear(x, weight, bias);  // fp16-emulated under --precision fp16 on CPU
   if (rank_ > 0 && !merged_) {
     auto a = dropout_ > 0 ? F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training()))
                           : x;
     // [..., in] -> [..., r] -> [..., out]
-    y = y + scale_ * F::linear(F::linear(a, lora_A), lora_B);
+    y = y + scale_ * model::linear(model::linear(a, lora_A), lora_B);
   }
   return y;
 }

@@ -3,6 +3,7 @@
 #include <torch/version.h>
 
 #include "common/error.h"
+#include "model/attention.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #define HLP_HAS_SDPA 1
@@ -43,19 +44,22 @@ torch::Tensor sdpa_attention(const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, int64_t window) {
   resolve_attn_impl(AttnImpl::sdpa, q.device());  // throws with the reason
 #if HLP_HAS_SDPA
-  const int64_t group = q.size(1) / k.size(1);
-  // GQA: SDPA of LibTorch < 2.5 wants equal head counts (repeat is O(T), not O(T^2)).
+  const int64_t group = q.size(1) / k.size(1), T = q.size(2);
+  // GQA: expand K/V heads to H (head h reads KV head h / group, as naive and blocked do).
+  // Not enable_gqa (LibTorch >= 2.5): the memory-efficient kernel, the one that takes the
+  // sliding-window mask, does not implement it, and SDPA would fall back to the O(T^2) math
+  // kernel. The copy is O(B * H * T * hd), small beside the attention it feeds.
   auto k_full = group > 1 ? k.repeat_interleave(group, 1) : k;
   auto v_full = group > 1 ? v.repeat_interleave(group, 1) : v;
-  if (window <= 0)
+  if (window <= 0 || window >= T)  // the band is all of the causal triangle: flash kernel
     return at::scaled_dot_product_attention(q, k_full, v_full, /*attn_mask=*/{},
                                             /*dropout_p=*/0.0, /*is_causal=*/true);
-  // Sliding window: a [T, T] boolean band mask (1 byte an entry, shared by every head).
-  const int64_t T = q.size(2);
-  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
-  auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
-  auto allowed = (distance >= 0) & (distance < window);
-  return at::scaled_dot_product_attention(q, k_full, v_full, allowed, 0.0, false);
+  // Sliding window: the [T, T] boolean band (attention.h's causal_window_mask, so every kernel
+  // masks alike), broadcast over batch and heads. Flash takes no mask; the memory-efficient
+  // kernel does (SDPA turns it into an additive -inf bias of q's dtype: 2 * T^2 bytes in bf16).
+  auto allowed = causal_window_mask(T, window, q.device());
+  return at::scaled_dot_product_attention(q, k_full, v_full, allowed, /*dropout_p=*/0.0,
+                                          /*is_causal=*/false);
 #else
   (void)k;
   (void)v;

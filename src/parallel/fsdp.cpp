@@ -113,7 +113,7 @@ void ShardedStrategy::block_backward_end(int64_t block) {
 }
 
 torch::Tensor ShardedStrategy::forward_micro_batch(const MicroBatch& mb) {
-  AutocastScope autocast(options_.bf16, options_.device);
+  AutocastScope autocast(options_.precision);
   torch::Tensor x = model_->embed(mb.inputs);  // [B, T, D]
   const bool grad = torch::GradMode::is_enabled();
   for (int64_t i = 0; i < model_->num_blocks(); ++i) {
@@ -146,7 +146,7 @@ double ShardedStrategy::forward_backward(const std::vector<MicroBatch>& micro_ba
       auto span = rec ? rec->span("backward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       root().prepare_grads();
-      (loss * scale).backward();
+      backward_scaled(loss * scale, loss_scale());
       if (pending_block_ >= 0) unit_of_block(pending_block_).finish_grads();
       pending_block_ = -1;
       root().reduce_grads();
@@ -171,7 +171,7 @@ torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_
   root().wait_gather();
   std::vector<torch::Tensor> out;
   for (const auto& mb : micro_batches) {
-    AutocastScope autocast(options_.bf16, options_.device);
+    AutocastScope autocast(options_.precision);
     torch::Tensor x = model_->embed(mb.inputs);                          // [B, T, D]
     for (int64_t i = 0; i < model_->num_blocks(); ++i) x = block_forward(i, x);
     out.push_back(model_->head(x).to(torch::kFloat));                    // [B, T, V]

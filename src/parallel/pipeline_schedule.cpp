@@ -67,7 +67,7 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
   {
     ComputeTimer timer(times_->forward_s);  // tp all-reduces inside are waits, not compute
     auto span = compute_span(options_.recorder, "forward", step_, m);
-    AutocastScope autocast(options_.bf16, options_.device);
+    AutocastScope autocast(options_.precision);
     if (stage_ == 0) x = model_->embed(mb.inputs);  // [B, T] -> [B, T, D]
     for (int64_t i = 0; i < model_->num_blocks(); ++i) x = tp_->block_forward(model_->block(i), x);
     if (stage_ == stages_ - 1) {
@@ -101,7 +101,7 @@ void PipelineStrategy::backward_step(int m) {
     ComputeTimer timer(times_->backward_s);
     auto span = compute_span(options_.recorder, "backward", step_, m);
     if (stage_ == stages_ - 1)
-      f.output.backward();
+      backward_scaled(f.output, loss_scale());
     else
       f.output.backward(grad.to(f.output.scalar_type()));
     if (stage_ > 0) {  // d loss / d input goes back to the previous stage

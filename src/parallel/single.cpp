@@ -41,7 +41,7 @@ double ReplicatedStrategy::forward_backward(const std::vector<MicroBatch>& micro
       ComputeTimer timer(times.forward_s);
       auto span = rec ? rec->span("forward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
-      AutocastScope autocast(options_.bf16, options_.device);
+      AutocastScope autocast(options_.precision);
       // [B, T] -> logits [B, T, V] -> scalar mean loss of this micro-batch
       loss = model::cross_entropy_loss(model_->forward(micro_batches[m].inputs),
                                        micro_batches[m].targets);
@@ -52,7 +52,7 @@ double ReplicatedStrategy::forward_backward(const std::vector<MicroBatch>& micro
       auto span = rec ? rec->span("backward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       before_backward(last);
-      (loss * scale).backward();
+      backward_scaled(loss * scale, loss_scale());
       after_backward(last, times);
     }
   }
@@ -61,7 +61,7 @@ double ReplicatedStrategy::forward_backward(const std::vector<MicroBatch>& micro
 
 double ReplicatedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) {
   torch::NoGradGuard no_grad;
-  AutocastScope autocast(options_.bf16, options_.device);
+  AutocastScope autocast(options_.precision);
   double sum = 0.0;
   for (const auto& mb : micro_batches)
     sum += model::cross_entropy_loss(model_->forward(mb.inputs), mb.targets).item<double>();
@@ -70,7 +70,7 @@ double ReplicatedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batche
 
 torch::Tensor ReplicatedStrategy::eval_logits(const std::vector<MicroBatch>& micro_batches) {
   torch::NoGradGuard no_grad;
-  AutocastScope autocast(options_.bf16, options_.device);
+  AutocastScope autocast(options_.precision);
   std::vector<torch::Tensor> out;
   for (const auto& mb : micro_batches) out.push_back(model_->forward(mb.inputs).to(torch::kFloat));
   return torch::cat(out);

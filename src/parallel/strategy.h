@@ -7,6 +7,9 @@
 // - forward_backward() runs this rank's micro-batches; afterwards every optim slot's grad holds
 //   d(global mean loss)/d(param) for the elements this rank owns, reduced over data parallel;
 //   it returns the global mean loss (identical on every rank).
+// - Loss scaling (fp16): the backward seeds loss_scale() instead of 1 (backward_scaled() in
+//   strategy_util.h), so the grads, and grad_norm(), are loss_scale() times the above; the
+//   trainer unscales them in the optimizer step. The returned loss is never scaled.
 // - The global mean loss is the mean over all G sequences x T tokens, i.e. the mean of the
 //   per-micro-batch means (every micro-batch has the same token count), so any split of the
 //   same global batch gives the same loss and gradients up to summation order.
@@ -23,6 +26,7 @@
 #include "model/hf/held_tensor.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/precision.h"
 #include "parallel/optim_slot.h"
 
 namespace hlp::metrics {
@@ -64,7 +68,7 @@ struct StrategyOptions {
   // Where the model, its gradients and every step tensor live. Weights are drawn on the CPU
   // generator and then moved, so the same seed gives the same weights on every device.
   torch::Device device{torch::kCPU};
-  bool bf16 = false;                                // bf16 compute, fp32 master weights
+  model::Precision precision = model::Precision::fp32;  // compute; master weights fp32
   double bucket_mb = 25.0;                          // ddp
   std::shared_ptr<comm::Communicator> dp_comm;      // data-parallel group (the mesh's dp axis)
   // Model parallelism (pipeline.h, tensor_parallel.h): used when mesh pp or tp > 1.
@@ -98,6 +102,11 @@ class Strategy {
   // fsdp2). Part of the measured activation_bytes, so the activation prediction adds it.
   virtual int64_t working_set_bytes() const { return 0; }
 
+  // Factor the next forward_backward() multiplies the loss by before its backward (fp16 dynamic
+  // loss scaling, train/loss_scaler.h); 1 otherwise.
+  void set_loss_scale(double loss_scale) { loss_scale_ = loss_scale; }
+  double loss_scale() const { return loss_scale_; }
+
   // Parameters of the whole model (numel) and trainable (numel), for the result file.
   virtual int64_t params_total() const = 0;
   virtual int64_t params_trainable() const = 0;
@@ -110,6 +119,9 @@ class Strategy {
                      "(--init-from, --load-adapter, --save-adapter) is not implemented; use "
                      "single, ddp, fsdp2, pp or tp");
   }
+
+ private:
+  double loss_scale_ = 1.0;
 };
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options);

@@ -1,11 +1,11 @@
 #include "parallel/strategy_util.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/version.h>
 
 #include "common/clock.h"
 #include "model/init.h"
 #include "model/lora.h"
-#include "parallel/autocast_compat.h"
 #if defined(HLP_HAVE_CUDA)
 #include "comm/cuda_timing.h"
 #endif
@@ -76,17 +76,57 @@ at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarT
 
 at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
 
-AutocastScope::AutocastScope(bool bf16, const torch::Device& device)
-    : active_(bf16), cuda_(device.is_cuda()) {
-  if (!active_) return;
-  previous_enabled_ = autocast_enabled(cuda_);
-  set_autocast_bf16(cuda_, true);
+namespace {
+
+// CUDA autocast of the calling thread. It changes only ops on CUDA tensors, so it can be on in
+// a CPU run (LibTorch without CUDA: nothing to do). The one place for the API's versions:
+// LibTorch 1.13 - 2.3 name it set_enabled / set_autocast_gpu_dtype, 2.4 on take a device type.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+bool cuda_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCUDA); }
+void set_cuda_autocast(bool on, at::ScalarType dtype) {
+  at::autocast::set_autocast_enabled(at::kCUDA, on);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+}
+at::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
+#else
+bool cuda_autocast_enabled() { return at::autocast::is_enabled(); }
+void set_cuda_autocast(bool on, at::ScalarType dtype) {
+  at::autocast::set_enabled(on);
+  at::autocast::set_autocast_gpu_dtype(dtype);
+}
+at::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_gpu_dtype(); }
+#endif
+
+}  // namespace
+
+AutocastScope::AutocastScope(model::Precision precision)
+    : cpu_autocast_(precision == model::Precision::bf16),
+      cuda_autocast_(precision != model::Precision::fp32 && at::hasCUDA()),
+      half_emulation_(precision == model::Precision::fp16) {
+  if (cuda_autocast_) {
+    previous_cuda_enabled_ = cuda_autocast_enabled();
+    previous_cuda_dtype_ = cuda_autocast_dtype();
+    set_cuda_autocast(true, model::autocast_dtype(precision));  // kBFloat16 or kHalf
+  }
+  if (!cpu_autocast_) return;
+  previous_enabled_ = at::autocast::is_cpu_enabled();
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
 }
 
 AutocastScope::~AutocastScope() {
-  if (!active_) return;
-  set_autocast_bf16(cuda_, previous_enabled_);
+  if (cuda_autocast_) set_cuda_autocast(previous_cuda_enabled_, previous_cuda_dtype_);
+  if (!cpu_autocast_ && !cuda_autocast_) return;
+  if (cpu_autocast_) at::autocast::set_cpu_enabled(previous_enabled_);
   at::autocast::clear_cache();
+}
+
+void backward_scaled(const torch::Tensor& loss, double loss_scale) {
+  if (loss_scale == 1.0) {
+    loss.backward();  // fp32 / bf16: exactly as before loss scaling existed
+  } else {
+    loss.backward(torch::full_like(loss, loss_scale));
+  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> named_params(const torch::nn::Module& m) {

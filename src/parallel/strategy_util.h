@@ -1,6 +1,6 @@
 #pragma once
 // Pieces every strategy uses: building the LoRA model, timing compute without the waits, the
-// global mean loss, bf16 autocast.
+// global mean loss, reduced-precision autocast, the scaled backward.
 #include <torch/torch.h>
 
 #include <string>
@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "model/half_emulation.h"
 #include "model/hybrid_lm.h"
+#include "model/precision.h"
 #include "parallel/strategy.h"
 
 namespace hlp::parallel {
@@ -57,20 +59,30 @@ at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarT
 // The values of t on the host (t itself when it already is a CPU tensor).
 at::Tensor to_host(const at::Tensor& t);
 
-// bf16 compute with fp32 master weights: autocast on `device`'s kind (CPU or CUDA) for the
-// scope (no-op when off). The LibTorch-version differences live in autocast_compat.h.
+// Reduced-precision compute with fp32 master weights for the scope (fp32: no-op).
+//   CUDA tensors: CUDA autocast to model::autocast_dtype(precision) (bf16 or fp16).
+//   CPU tensors, bf16: CPU autocast to bfloat16.
+//   CPU tensors, fp16: float16 emulation of the matmuls (model/half_emulation.h): LibTorch's
+//         CPU has no float16 GEMM and its CPU autocast takes bfloat16 only.
 class AutocastScope {
  public:
-  explicit AutocastScope(bool bf16, const torch::Device& device = torch::Device(torch::kCPU));
+  explicit AutocastScope(model::Precision precision);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool active_;
-  bool cuda_;
+  bool cpu_autocast_;
+  bool cuda_autocast_;
   bool previous_enabled_ = false;
+  bool previous_cuda_enabled_ = false;
+  at::ScalarType previous_cuda_dtype_ = at::kHalf;
+  model::HalfEmulationGuard half_emulation_;
 };
+
+// The loss of one micro-batch back-propagated with the loss scale folded in: `loss` is what the
+// strategy differentiates (already / M), the seed gradient is loss_scale (1 = loss.backward()).
+void backward_scaled(const torch::Tensor& loss, double loss_scale);
 
 // Parameters with their names, in named_parameters() order.
 std::vector<std::pair<std::string, torch::Tensor>> named_params(const torch::nn::Module& m);

@@ -27,7 +27,7 @@ struct Probe {
 
 // part: one block (blocks [layer, layer + 1)) or only the head. x: [B, t, D] fp32 requiring
 // grad, like the activations flowing between blocks; targets [B, t] for the head's loss.
-Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, bool bf16,
+Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, model::Precision precision,
                 bool with_backward, const MemoryProbe& memory) {
   // Gradients live across steps in every strategy: allocate them before measuring.
   for (auto& p : part->parameters())
@@ -40,7 +40,7 @@ Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, bool bf1
   const int64_t before = memory.current_bytes();
   torch::Tensor out;
   {
-    parallel::AutocastScope autocast(bf16);
+    parallel::AutocastScope autocast(precision);
     // head: [B, t, D] -> logits [B, t, V] -> scalar loss; block: [B, t, D] -> [B, t, D]
     out = head ? model::cross_entropy_loss(part->head(x), targets) : part->forward_blocks(x);
   }
@@ -73,7 +73,8 @@ double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double
 
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
-                                    int64_t seq_len, bool bf16, bool every_parameter_trains,
+                                    int64_t seq_len, model::Precision precision,
+                                    bool every_parameter_trains,
                                     const MemoryProbe& memory) {
   ActivationProfile profile;
   profile.micro_batch = micro_batch;
@@ -111,7 +112,7 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
         if (every_parameter_trains)
           for (auto& p : part->parameters()) p.requires_grad_(true);
         part->train();
-        const Probe p = run_probe(part, head, micro_batch, t, bf16, !checkpointing, memory);
+        const Probe p = run_probe(part, head, micro_batch, t, precision, !checkpointing, memory);
         if (checkpointing) {
           saved_checkpointed.push_back(p.saved);
         } else {

@@ -24,6 +24,7 @@
 
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/precision.h"
 
 namespace hlp::train {
 
@@ -56,7 +57,8 @@ struct MemoryProbe {
 // FlatParameter), so autograd also keeps the inputs their weight gradients need.
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
-                                    int64_t seq_len, bool bf16, bool every_parameter_trains,
+                                    int64_t seq_len, model::Precision precision,
+                                    bool every_parameter_trains,
                                     const MemoryProbe& memory);
 
 // The rank's predicted activation peak for blocks [first_block, end_block), the embedding and

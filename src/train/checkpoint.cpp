@@ -4,6 +4,7 @@
 #include <torch/serialize.h>
 
 #include <atomic>
+#include <cstdio>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -65,8 +66,11 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
              << "\nmesh " << meta.mesh
              << "\npp_split " << (meta.pp_split.empty() ? "-" : meta.pp_split)
              << "\nslots " << optimizer.slots().size()
-             << "\nadam_steps " << optimizer.step_count() << "\ncursor " << meta.data_cursor
-             << "\n";
+             << "\nadam_steps " << optimizer.step_count();
+    char scale[40];
+    std::snprintf(scale, sizeof(scale), "%.17g", meta.loss_scale);  // exact
+    meta_out << "\nloss_scale " << scale << "\nloss_scale_clean_steps "
+             << meta.loss_scale_clean_steps << "\ncursor " << meta.data_cursor << "\n";
     if (!meta_out) throw user_error("--checkpoint-dir: cannot write '", stem, ".txt'");
   }
   fs::rename(stem + ".pt.tmp", stem + ".pt");
@@ -98,6 +102,9 @@ std::optional<CheckpointMeta> find_checkpoint(const std::string& dir, int rank,
     else if (key == "mesh") meta.mesh = line;
     else if (key == "pp_split") meta.pp_split = line == "-" ? "" : line;
     else if (key == "cursor") meta.data_cursor = line;
+    else if (key == "adam_steps") meta.adam_steps = std::stoll(line);
+    else if (key == "loss_scale") meta.loss_scale = std::stod(line);
+    else if (key == "loss_scale_clean_steps") meta.loss_scale_clean_steps = std::stoll(line);
   }
   if (meta.strategy != strategy || meta.mesh != mesh)
     throw user_error("checkpoint ", dir, "/", name, " was written by strategy ", meta.strategy,
@@ -118,7 +125,7 @@ void load_checkpoint(const std::string& dir, int rank, const CheckpointMeta& met
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < n; ++i) optimizer.slots()[i].param.copy_(tensors[i]);
   std::vector<at::Tensor> state(tensors.begin() + long(n), tensors.begin() + long(3 * n));
-  optimizer.load_state(state, meta.next_step);
+  optimizer.load_state(state, meta.adam_steps >= 0 ? meta.adam_steps : meta.next_step);
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(tensors.back());
 }

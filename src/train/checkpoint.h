@@ -22,6 +22,12 @@ struct CheckpointMeta {
                                   // A resume reuses it, so a measured (profiled) split that
                                   // would come out differently cannot reshuffle the slots.
   std::string data_cursor;        // data::Cursor::serialize() of this rank's loader
+  // fp16 loss scaling (train/loss_scaler.h): the scale and its clean-step count, and the AdamW
+  // step count (less than next_step when overflowing steps were skipped). Older checkpoints
+  // lack them: scale 1, 0 clean steps, AdamW steps = next_step.
+  double loss_scale = 1.0;
+  int64_t loss_scale_clean_steps = 0;
+  int64_t adam_steps = -1;        // -1: unknown (= next_step)
 };
 
 // Collective over `world`. Writes this rank's files, then `latest` (rank 0).

@@ -54,7 +54,9 @@ struct TrainConfig {
   double min_lr_ratio = 0.1;
   double weight_decay = 0.0;
   double grad_clip = 1.0;           // global gradient-norm clip; 0 = off
-  std::string precision = "fp32";   // fp32|bf16
+  std::string precision = "fp32";   // fp32|bf16|fp16
+  double loss_scale_init = 65536.0;  // fp16: first dynamic loss scale (train/loss_scaler.h)
+  int loss_scale_growth_interval = 2000;  // fp16: clean steps before the scale doubles
   std::string device = "auto";      // auto|cpu|cuda: auto = cuda when usable, else cpu (train/device.h)
   uint64_t seed = 1234;
   int threads = 0;                  // compute threads per rank (every pool); 0 = auto (thread_pools.h)

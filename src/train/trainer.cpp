@@ -29,6 +29,7 @@
 #include "train/hf_weights.h"
 #include "model/hf/config_json.h"
 #include "model/hf/peft.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 
 namespace hlp::train {
@@ -177,7 +178,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   if (!c.load_adapter.empty()) so.lora = model::hf::read_peft_config(c.load_adapter, so.lora);
   so.seed = c.seed;
   so.device = device.device;
-  so.bf16 = c.precision == "bf16";
+  so.precision = model::parse_precision(c.precision);
   so.bucket_mb = c.bucket_mb;
   so.dp_comm = mesh->dp_comm();
   so.mesh = mesh;
@@ -228,6 +229,11 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   adam.weight_decay = c.weight_decay;
   AdamW optimizer(strategy->optim_slots(), adam);
   const LrSchedule schedule{c.lr, c.warmup_steps, c.steps, c.min_lr_ratio};
+  LossScalerOptions scaler_options;
+  scaler_options.enabled = so.precision == model::Precision::fp16;
+  scaler_options.init_scale = c.loss_scale_init;
+  scaler_options.growth_interval = c.loss_scale_growth_interval;
+  LossScaler scaler(scaler_options);
 
   std::string pp_split;  // the split actually used, as an explicit list, for the checkpoint
   auto* pipeline = dynamic_cast<parallel::PipelineStrategy*>(strategy.get());
@@ -238,6 +244,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
 
   if (resume) {
     load_checkpoint(c.checkpoint_dir, world->rank(), *resume, optimizer);
+    scaler.load_state(resume->loss_scale, resume->loss_scale_clean_steps);
     outcome.first_step = resume->next_step;
     if (world->rank() == 0)
       std::printf("[hlp-train] resumed from %s/step_%lld\n", c.checkpoint_dir.c_str(),
@@ -252,7 +259,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                             [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                             [] { metrics::CpuAllocatorCounter::reset_peak(); }};
     // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
-    activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.bf16,
+    activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.precision,
                                    strategy->name() == "fsdp", probe);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
     if (mesh->shape().tp == 1) {
@@ -304,6 +311,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     auto micro = to_micro_batches(batch, split, device.device);
 
     strategy->zero_grad();
+    r.loss_scale = scaler.scale();
+    strategy->set_loss_scale(r.loss_scale);
     r.loss = strategy->forward_backward(micro, step, r.phases);
 
     {
@@ -311,18 +320,33 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       auto span = hooks.recorder
                       ? hooks.recorder->span("optimizer", metrics::Lane::Compute, step)
                       : metrics::Recorder::Span();
-      r.grad_norm = strategy->grad_norm();
+      r.grad_norm = strategy->grad_norm() / r.loss_scale;  // of the unscaled gradients
       // Loss and gradient norm are global (reduced over every rank), so every rank sees the
       // same non-finite value and stops at the same step, before the update spoils the weights.
-      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+      // fp16: a non-finite gradient norm is an overflow of the scaled fp16 gradients, which
+      // skips the update and lowers the scale; only a non-finite loss, or a scale driven
+      // below its floor, stops the run.
+      r.step_skipped = scaler.update(std::isfinite(r.grad_norm));
+      if (!std::isfinite(r.loss) || (!scaler.enabled() && !std::isfinite(r.grad_norm))) {
         outcome.non_finite = non_finite_message(step, r.loss, r.grad_norm);
         break;
       }
-      // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1
-      double scale = 1.0;
-      if (c.grad_clip > 0) scale = std::min(1.0, c.grad_clip / (r.grad_norm + 1e-6));
+      if (scaler.below_floor()) {
+        outcome.non_finite = "step " + std::to_string(step + 1) + ": fp16 gradients overflow " +
+                             "even at loss scale " + std::to_string(r.loss_scale) + " (" +
+                             std::to_string(scaler.skipped_steps()) + " steps skipped so far); " +
+                             "the run diverges in fp16: use --precision bf16 or fp32, or a " +
+                             "lower --lr";
+        break;
+      }
       r.lr = schedule.at(int(step));
-      optimizer.step(r.lr, scale);
+      if (!r.step_skipped) {
+        // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1
+        double scale = 1.0;
+        if (c.grad_clip > 0) scale = std::min(1.0, c.grad_clip / (r.grad_norm + 1e-6));
+        if (scaler.enabled()) scale /= r.loss_scale;  // unscale the fp16 gradients (exact: 2^k)
+        optimizer.step(r.lr, scale);
+      }
     }
     if (c.eval_every > 0 && (step + 1) % c.eval_every == 0) {
       auto span = hooks.recorder ? hooks.recorder->span("eval", metrics::Lane::Compute, step)
@@ -358,8 +382,11 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     if (!c.checkpoint_dir.empty() && (stopping || periodic || step + 1 == c.steps)) {
       auto span = hooks.recorder ? hooks.recorder->span("checkpoint", metrics::Lane::Data, step)
                                  : metrics::Recorder::Span();
-      save_checkpoint(c.checkpoint_dir, *world, optimizer,
-                      {step + 1, c.strategy, mesh_name, pp_split, loader->cursor().serialize()});
+      CheckpointMeta meta{step + 1, c.strategy, mesh_name, pp_split,
+                          loader->cursor().serialize()};
+      meta.loss_scale = scaler.scale();
+      meta.loss_scale_clean_steps = scaler.clean_steps();
+      save_checkpoint(c.checkpoint_dir, *world, optimizer, meta);
       if (!c.save_adapter.empty())  // the adapter of this checkpoint, beside its rank files
         save_adapter(c.checkpoint_dir + "/step_" + std::to_string(step + 1) + "/adapter", so.model,
                      so.lora, base_model_name, *strategy, *world);
@@ -381,6 +408,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   if (pipeline) outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
   outcome.held = strategy->held_bytes();
   outcome.optimizer_bytes = optimizer.state_bytes();
+  outcome.skipped_steps = scaler.skipped_steps();
   return outcome;
 }
 

@@ -2,6 +2,7 @@
 // The step loop of hlp-train, readable top to bottom in trainer.cpp:
 //   next global batch (this rank's rows) -> micro-batches -> strategy forward/backward
 //   -> global gradient norm, clipping -> AdamW over the strategy's slots -> metrics, progress.
+// fp16: the backward runs on the loss times a dynamic scale; an overflow skips the update.
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -24,7 +25,9 @@ struct StepReport {
   double loss = 0.0;  // global mean loss (same on every rank)
   double eval_loss = std::nan("");  // held-out loss, every --eval-every steps (NaN otherwise)
   double lr = 0.0;
-  double grad_norm = 0.0;
+  double grad_norm = 0.0;  // of the true (unscaled) gradients; inf / nan on an fp16 overflow
+  double loss_scale = 1.0;  // fp16: the scale this step's backward used (1 otherwise)
+  bool step_skipped = false;  // fp16: gradients overflowed, no optimizer update this step
   // Every second of the step on the compute thread, attributed once:
   //   step_time_s = data_wait_s + forward_s + backward_s + optimizer_s   (compute, phases)
   //               + comm_exposed_s + pipeline_wait_s                   (blocked, phases)
@@ -55,6 +58,7 @@ struct TrainOutcome {
   // optimizer update (the step is not reported to on_step). Empty when the run was not stopped
   // for that reason; otherwise one line, e.g. "step 3: loss is nan (gradient norm nan)".
   std::string non_finite;
+  int64_t skipped_steps = 0;  // fp16: steps whose update was skipped (gradient overflow)
   ThreadPools threads;  // the pools as bounded for this run
   std::string strategy_name;
   std::string comm_backend;  // "mpi" | "nccl": what the strategy's collectives ran on

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Downloads (apt-get download, no install) the Debian bookworm packages that HLP needs besides
+# LibTorch and CUDA, for a GPU machine that has CUDA, PyTorch, CMake and a compiler but no MPI,
+# HDF5, Boost, ... and no network. tools/gpu-check.sh unpacks them there (dpkg -x) into a
+# private prefix. Run here, on Debian 12 with apt sources (network):
+#   tools/gpu-bundle.sh [DIR]          (default build-gpu-bundle/, ignored by git: /build*/)
+# Prints each package, the bundle's size, and the shared libraries its programs and libraries
+# need that the bundle does not provide (the GPU machine must have those: glibc, libstdc++,
+# zlib, OpenSSL, curl, udev, ...; gpu-check.sh checks them with ldd before building).
+# The bundle must travel with the `run` device tool (64 MiB for the whole working tree).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+dir="$(realpath -m "${1:-$here/build-gpu-bundle}")"
+limit_mib="${HLP_BUNDLE_LIMIT_MIB:-60}"
+
+# What HLP links or runs, as Debian bookworm names it (TOOLCHAIN.md, "The GPU machines").
+packages=(
+  # MPI: MPICH 4.0 (ch4:ucx), its launcher (hydra links libslurm and hwloc) and fabrics
+  mpich libmpich12 libmpich-dev libucx0 libhwloc15 libslurm38
+  libibverbs1 librdmacm1 libnuma1 libfabric1 libpsm2-2
+  # parallel HDF5 1.10 (mpich flavour) and its compression libraries
+  libhdf5-mpich-103-1 libhdf5-mpich-dev libaec0 libsz2
+  # Boost.Program_options 1.74 (runtime, dev, the headers)
+  libboost-program-options1.74.0 libboost-program-options1.74-dev libboost1.74-dev
+  # tests, JSON, tokenizers
+  catch2 nlohmann-json3-dev libsentencepiece0 libsentencepiece-dev
+  # the Hugging Face tokenizer's pre-tokenizer regex (PCRE2) and NFC (ICU 72)
+  libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libicu72 libicu-dev
+  # pkg-config, which CMake's pkg_check_modules needs (sentencepiece, pcre2)
+  pkgconf pkgconf-bin libpkgconf3
+  # libraries of the above that a minimal CUDA image may lack (udev: hwloc; netlink: ibverbs)
+  libudev1 libnl-3-200 libnl-route-3-200
+)
+
+command -v apt-get >/dev/null || { echo "gpu-bundle: apt-get not found (run this on Debian 12)" >&2; exit 2; }
+. /etc/os-release
+[ "${VERSION_CODENAME:-}" = bookworm ] ||
+  echo "gpu-bundle: warning: this is ${PRETTY_NAME:-?}, not Debian 12 (bookworm): package names/versions may differ" >&2
+
+mkdir -p "$dir"
+rm -f "$dir"/*.deb "$dir/MANIFEST"
+echo "gpu-bundle: downloading ${#packages[@]} packages into $dir"
+(cd "$dir" && apt-get download -q "${packages[@]}" 2>&1 | grep -v '^Get:' || true)
+missing=()
+for p in "${packages[@]}"; do
+  ls "$dir/${p}_"*.deb >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "gpu-bundle: not downloaded: ${missing[*]} (apt-get update? sources?)" >&2
+  exit 1
+fi
+
+# manifest: package version size sha256 (gpu-check.sh verifies the files against it)
+for deb in "$dir"/*.deb; do
+  printf '%s %s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" \
+    "$(stat -c %s "$deb")" "$(sha256sum "$deb" | cut -d' ' -f1)"
+done >"$dir/MANIFEST"
+column -t "$dir/MANIFEST" | awk '{printf "  %-36s %-24s %9.1f KiB\n", $1, $2, $3 / 1024}'
+
+# sonames the bundle needs but does not provide: what the GPU machine must have
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+for deb in "$dir"/*.deb; do dpkg -x "$deb" "$tmp/root"; done
+provided="$(find "$tmp/root" -name 'lib*.so*' -printf '%f\n' | sort -u)"
+needed="$(find "$tmp/root" -type f \( -name 'lib*.so*' -o -path '*/bin/*' \) -exec sh -c \
+  'for f; do objdump -p "$f" 2>/dev/null | awk "/NEEDED/ {print \$2}"; done' sh {} + | sort -u)"
+external="$(comm -23 <(echo "$needed") <(echo "$provided") | tr '\n' ' ')"
+unpacked_kib="$(du -sk "$tmp/root" | cut -f1)"
+
+bytes="$(cat "$dir"/*.deb | wc -c)"
+mib="$(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1048576}')"
+echo "gpu-bundle: ${#packages[@]} packages, $(ls "$dir"/*.deb | wc -l) .deb files, $mib MiB" \
+     "($bytes bytes; unpacked $((unpacked_kib / 1024)) MiB) in $dir"
+echo "gpu-bundle: the GPU machine must provide: $external"
+echo "$external" >"$dir/HOST-LIBS"
+if awk -v m="$mib" -v l="$limit_mib" 'BEGIN {exit !(m > l)}'; then
+  echo "gpu-bundle: error: $mib MiB is over the ${limit_mib} MiB budget (the device tool carries 64 MiB in all)" >&2
+  exit 1
+fi
+echo "gpu-bundle: carry it with the device tool as \"$(realpath --relative-to="$here" "$dir")\""

@@ -1,0 +1,371 @@
+#!/usr/bin/env bash
+# The GPU check of HLP (issue #13), for a Linux machine with an NVIDIA GPU, nvcc, CMake and a
+# PyTorch installation (LibTorch inside it) but no MPI, HDF5 or Boost and no network.
+#
+#   here (Debian 12, network):   tools/gpu-bundle.sh            -> build-gpu-bundle/*.deb (~54 MiB)
+#   on the GPU machine:          tools/gpu-check.sh             (or: make gpu-check)
+#   dry run here (no GPU):       tools/gpu-check.sh --cpu-dry-run
+#
+# Steps (each one a row of the summary table; exit 1 if any row FAILs):
+#   bundle     verify build-gpu-bundle/MANIFEST (sha256), `dpkg -x` every .deb into a private
+#              prefix, relocate the wrappers and .pc files (mpicc, h5pcc, pkg-config) to it, and
+#              check with ldd that every library in it loads on this machine.
+#   configure  HLP against PyTorch's LibTorch (torch.utils.cmake_prefix_path; ABI checked) and the
+#              prefix (CMAKE_PREFIX_PATH, MPI and HDF5 wrappers from the prefix, PATH and
+#              LD_LIBRARY_PATH), then checks in CMakeCache.txt that MPI, HDF5, Boost, SentencePiece,
+#              PCRE2, ICU, Catch2 and nlohmann_json all came from the prefix.
+#   build      every target.
+#   ctest-cuda every test labelled `cuda` (the NCCL probe and the NCCL comm tests at world size 1,
+#              sdpa parity with naive/blocked); then the MPI comm tests with 2 ranks on one GPU
+#              (HLP_TEST_DEVICE=cuda: CUDA tensors staged through the host by the MPI backend).
+#   parity-*   single (1 rank), ddp / fsdp2 / pp / tp (2 ranks, --comm mpi: NCCL refuses two
+#              ranks on one GPU) with --device cuda against the same with --device cpu, fp32,
+#              5 steps of `tiny`: every step's loss within 1e-4 relative (read from the HDF5
+#              result files with h5py). Plus ddp at 1 rank with --comm nccl.
+#   bf16       single --device cuda --precision bf16: 5 finite losses within 5e-2 of fp32's.
+#   fsdp2-bytes fsdp2's per-rank param / grad / optimizer bytes on CUDA equal those on CPU, which
+#              tests/train (train_parity_np2, "held bytes equal the closed form") pins to the
+#              closed form.
+#   report     hlp-analyze report of all those runs (table only, marked WARN, without gnuplot).
+#   perf-*     single and fsdp2 (1 rank, NCCL) tokens/s and peak GiB for jet-nemotron-2b,
+#              LoRA r32, bf16, T = 4096 (median over the steps after 2 warm-up steps).
+#
+# Options: --bundle DIR (default build-gpu-bundle), --build DIR (default build-gpu),
+#          --cpu-dry-run (everything with --device cpu, Debian's LibTorch, the bundle's MPI/HDF5
+#          instead of the system's, no perf runs: exercises unpack, relocation and configure here),
+#          --no-perf, --configure-only (stop after the configure row), --jobs N,
+#          --no-bundle (a cluster: MPI, HDF5, Boost, ... from modules / CMAKE_PREFIX_PATH in the
+#          environment, mpiexec from PATH; no Debian bundle, no prefix check),
+#          --only-build (stop after the build row) and --skip-build (reuse BUILD as it is): the
+#          device tool allows 10 minutes a command, so build in one call and check in the next
+#          (the machine keeps BUILD while it stays warm); --targets "A B" builds only those
+#          (a quicker dry run: hlp-train hlp-analyze hlp_sdpa_cuda_test).
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bundle="$here/build-gpu-bundle"
+build="$here/build-gpu"
+dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 targets="" jobs="$(nproc)"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle="$(realpath -m "$2")"; shift 2 ;;
+    --build) build="$(realpath -m "$2")"; shift 2 ;;
+    --cpu-dry-run) dry=1; perf=0; shift ;;
+    --no-perf) perf=0; shift ;;
+    --configure-only) configure_only=1; shift ;;
+    --no-bundle) use_bundle=0; shift ;;
+    --only-build) only_build=1; shift ;;
+    --skip-build) skip_build=1; shift ;;
+    --targets) targets="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ "$dry" = 1 ] && [ "$build" = "$here/build-gpu" ] && build="$here/build-gpu-dry"
+prefix="$build/prefix"
+runs="$build/gpu-check-runs"
+log="$build/gpu-check.log"
+mkdir -p "$build" "$runs"
+: >"$log"
+
+rows=()      # "STEP|STATUS|DETAIL"
+failed=0
+row() {      # row STEP STATUS DETAIL
+  rows+=("$1|$2|$3")
+  [ "$2" = FAIL ] && failed=1
+  printf '[gpu-check] %-14s %-4s %s\n' "$1" "$2" "$3"
+}
+say() { echo "[gpu-check] $*"; }
+summary() {
+  echo
+  echo "== HLP GPU check summary ($( [ "$dry" = 1 ] && echo "CPU dry run" || echo "GPU" ), $(date -u +%FT%TZ)) =="
+  printf '| %-14s | %-6s | %s\n' step status detail
+  printf '|%s|%s|%s\n' "----------------" "--------" "-------------------------------------------"
+  for r in "${rows[@]}"; do
+    IFS='|' read -r s st d <<<"$r"
+    printf '| %-14s | %-6s | %s\n' "$s" "$st" "$d"
+  done
+  echo "log: $log   runs: $runs"
+  [ "$failed" = 0 ] && echo "GPU CHECK: PASS" || echo "GPU CHECK: FAIL"
+}
+finish() { summary | tee -a "$log"; exit "$failed"; }
+
+# ---------------------------------------------------------------- environment
+# dpkg -x where there is dpkg; else the .deb's ar member data.tar.* through tar (same result)
+deb_extract() {
+  if command -v dpkg >/dev/null; then dpkg -x "$1" "$2"; return; fi
+  local member
+  member="$(ar t "$1" | grep '^data\.tar')" || return 1
+  case "$member" in
+    *.xz) ar p "$1" "$member" | tar -xJ -C "$2" ;;
+    *.zst) ar p "$1" "$member" | zstd -dc | tar -x -C "$2" ;;
+    *.gz) ar p "$1" "$member" | tar -xz -C "$2" ;;
+    *) ar p "$1" "$member" | tar -x -C "$2" ;;
+  esac
+}
+command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH="$PATH:/usr/local/cuda/bin"; }
+python=""
+for p in "${HLP_PYTHON:-}" python3 /usr/bin/python3; do
+  [ -n "$p" ] && "$p" -c 'import h5py' >/dev/null 2>&1 && { python="$p"; break; }
+done
+[ -n "$python" ] || { row env FAIL "no python3 with h5py (reads the result files); set HLP_PYTHON"; finish; }
+if [ "$dry" = 0 ]; then
+  gpu="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  [ -n "$gpu" ] || { row env FAIL "nvidia-smi finds no GPU (use --cpu-dry-run on a machine without one)"; finish; }
+  torch_py="$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), int(torch._C._GLIBCXX_USE_CXX11_ABI), torch.utils.cmake_prefix_path)' 2>>"$log")" ||
+    { row env FAIL "python3 cannot import torch"; finish; }
+  read -r torch_version torch_cuda torch_gpu torch_abi torch_prefix <<<"$torch_py"
+  [ "$torch_gpu" = True ] || { row env FAIL "torch $torch_version sees no GPU"; finish; }
+  nccl_home="$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)"
+  row env ok "$gpu; torch $torch_version (CUDA $torch_cuda, cxx11 ABI $torch_abi); nvcc $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); cmake $(cmake --version | head -1 | awk '{print $3}')"
+else
+  torch_prefix="/usr/lib/x86_64-linux-gnu/cmake"   # Debian's LibTorch 1.13 (CPU)
+  nccl_home=""
+  row env ok "CPU dry run: Debian LibTorch, bundle MPI/HDF5/Boost/..., --device cpu; python $python"
+fi
+
+# ---------------------------------------------------------------- bundle -> prefix
+if [ "$use_bundle" = 1 ]; then
+[ -f "$bundle/MANIFEST" ] || { row bundle FAIL "$bundle/MANIFEST missing: run tools/gpu-bundle.sh on a Debian 12 machine and carry $bundle"; finish; }
+bad=""
+while read -r pkg ver size sha; do
+  f="$(ls "$bundle/${pkg}_"*.deb 2>/dev/null | head -1)"
+  [ -n "$f" ] && [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$sha" ] || bad="$bad $pkg"
+done <"$bundle/MANIFEST"
+[ -z "$bad" ] || { row bundle FAIL "missing or corrupt .deb:$bad"; finish; }
+stamp="$(cat "$bundle/MANIFEST" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$prefix/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for f in "$bundle"/*.deb; do deb_extract "$f" "$prefix" || { row bundle FAIL "unpacking $f"; finish; }; done
+  P="$prefix" "$python" - <<'EOF' || { row bundle FAIL "relocating the prefix"; finish; }
+# Relocate what names /usr: the MPI and HDF5 compiler wrappers, pkg-config files, HDF5 settings.
+import os, re, glob
+P = os.environ["P"]
+pat = re.compile(r'(^|[=" \'\t:]|-I|-L|-isystem)/usr(?=[/"\' \t\n;]|$)', re.M)
+files = glob.glob(P + "/usr/bin/*.mpich") + glob.glob(P + "/usr/bin/mpivars") + \
+        glob.glob(P + "/usr/bin/pcre2-config") + glob.glob(P + "/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc") + \
+        glob.glob(P + "/usr/share/pkgconfig/*.pc") + glob.glob(P + "/usr/lib/x86_64-linux-gnu/*.settings")
+n = 0
+for f in files:
+    if os.path.islink(f) or not os.path.isfile(f):
+        continue
+    try:
+        s = open(f).read()
+    except UnicodeDecodeError:
+        continue
+    t = pat.sub(lambda m: m.group(1) + P + "/usr", s)
+    # h5pcc -show lists the libraries of a static libhdf5 (-lcrypto -lcurl -lsz -lz), and
+    # FindHDF5 wants each one's -dev link (libcurl.so, ...), absent on the GPU machine. HLP
+    # links the shared libhdf5, whose own NEEDED entries bring them: keep only libm and libdl.
+    t = re.sub(r'^H5BLD_LIBS=".*"$', 'H5BLD_LIBS="-ldl -lm "', t, flags=re.M)
+    t = t.replace('STATIC_AVAILABLE="yes"', 'STATIC_AVAILABLE="no"')  # link the shared libhdf5
+    if t != s:
+        open(f, "w").write(t); n += 1
+# what the Debian alternatives would have linked
+b = P + "/usr/bin"
+for link, target in [("mpicc", "mpicc.mpich"), ("mpicxx", "mpicxx.mpich"), ("mpiexec", "mpiexec.hydra"),
+                     ("mpirun", "mpiexec.hydra"), ("h5pcc", "h5pcc.mpich")]:
+    if os.path.exists(os.path.join(b, target)) and not os.path.lexists(os.path.join(b, link)):
+        os.symlink(target, os.path.join(b, link))
+print(f"relocated {n} files")
+EOF
+  echo "$stamp" >"$prefix/.stamp"
+fi
+libdir="$prefix/usr/lib/x86_64-linux-gnu"
+export PATH="$prefix/usr/bin:$PATH"
+export LD_LIBRARY_PATH="$libdir:$libdir/hdf5/mpich${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$prefix/usr/share/pkgconfig"
+export CMAKE_POLICY_VERSION_MINIMUM=3.5   # CMake >= 4 and the bundle's older package configs
+export HYDRA_LAUNCHER=fork                # one machine: no ssh
+missing="$(for f in "$libdir"/lib{mpich,hdf5_mpich,boost_program_options,sentencepiece,pcre2-8,icuuc,icui18n,ucp,hwloc,slurm}.so.*; do
+  [ -f "$f" ] && ldd "$f" 2>/dev/null | awk '/not found/ {print $1}'; done; ldd "$prefix/usr/bin/mpiexec.hydra" | awk '/not found/ {print $1}')"
+missing="$(echo "$missing" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+if [ -n "$missing" ]; then
+  row bundle FAIL "libraries the bundle needs but this machine lacks: $missing (add their Debian packages to tools/gpu-bundle.sh)"
+  finish
+fi
+row bundle ok "$(wc -l <"$bundle/MANIFEST") packages, $(du -sm "$bundle" | cut -f1) MiB of .deb -> $prefix; ldd clean"
+
+else
+  row bundle skip "--no-bundle: dependencies from the environment (modules, CMAKE_PREFIX_PATH)"
+fi
+if [ "$skip_build" = 1 ]; then
+  [ -x "$build/bin/hlp-train" ] || { row build FAIL "--skip-build but no $build/bin/hlp-train (run --only-build first)"; finish; }
+  row build skip "--skip-build: reusing $build"
+else
+# ---------------------------------------------------------------- configure
+if [ "$use_bundle" = 1 ]; then
+  cm=(cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
+      "-DCMAKE_PREFIX_PATH=$torch_prefix;$prefix/usr"
+      "-DMPI_C_COMPILER=$prefix/usr/bin/mpicc.mpich" "-DMPI_CXX_COMPILER=$prefix/usr/bin/mpicxx.mpich"
+      "-DMPIEXEC_EXECUTABLE=$prefix/usr/bin/mpiexec.hydra"
+      "-DHDF5_C_COMPILER_EXECUTABLE=$prefix/usr/bin/h5pcc.mpich"
+      "-DPKG_CONFIG_EXECUTABLE=$prefix/usr/bin/pkgconf"
+      "-DBoost_NO_SYSTEM_PATHS=ON" "-DBoost_ROOT=$prefix/usr" "-DICU_ROOT=$prefix/usr")
+else
+  cm=(cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
+      "-DCMAKE_PREFIX_PATH=$torch_prefix${CMAKE_PREFIX_PATH:+;${CMAKE_PREFIX_PATH//:/;}}")
+fi
+command -v ninja >/dev/null && cm+=(-G Ninja)
+if [ "$dry" = 0 ]; then
+  cm+=(-DHLP_WITH_CUDA=ON)
+  [ -n "$nccl_home" ] && export NCCL_HOME="$nccl_home"
+else
+  cm+=("-DTorch_DIR=/usr/lib/x86_64-linux-gnu/cmake/Torch" -DHLP_WITH_CUDA=OFF)
+fi
+say "configure: ${cm[*]}"
+if ! "${cm[@]}" >>"$log" 2>&1; then
+  row configure FAIL "cmake failed (last lines of $log):"; tail -25 "$log"; finish
+fi
+# every dependency but LibTorch and CUDA must come from the prefix
+outside=""
+[ "$use_bundle" = 1 ] && outside="$(grep -E '^(HDF5_C_LIBRARY_[a-z0-9_]*|MPI_C_HEADER_DIR|MPI_mpi_LIBRARY|MPI_mpich_LIBRARY|HDF5_C_INCLUDE_DIR|HDF5_hdf5_LIBRARY_RELEASE|HDF5_C_LIBRARY_hdf5|Boost_INCLUDE_DIR|Boost_DIR|boost_program_options_DIR|Catch2_DIR|nlohmann_json_DIR|ICU_INCLUDE_DIR|ICU_UC_LIBRARY_RELEASE|pkgcfg_lib_SENTENCEPIECE_sentencepiece|pkgcfg_lib_PCRE2_pcre2-8|PKG_CONFIG_EXECUTABLE)[:=]' "$build/CMakeCache.txt" |
+  grep -v "=$prefix" | grep -v '=$' | grep -vE '^HDF5_C_LIBRARY_(m|dl):' | cut -c1-160 | tr '\n' ';')"
+if [ -n "$outside" ]; then
+  row configure FAIL "found outside the bundle prefix: $outside"; finish
+fi
+row configure ok "$(grep -E '^-- HLP: LibTorch' "$log" | tail -1 | sed 's/^-- HLP: //')"
+[ "$configure_only" = 1 ] && finish
+
+# ---------------------------------------------------------------- build
+say "build: cmake --build $build -j $jobs"
+t0=$(date +%s)
+tgt=(); for t in $targets; do tgt+=(--target "$t"); done
+if ! cmake --build "$build" -j "$jobs" "${tgt[@]}" >>"$log" 2>&1; then
+  row build FAIL "build failed (see $log)"; grep -E 'error|Error' "$log" | tail -15; finish
+fi
+row build ok "$(( $(date +%s) - t0 )) s, -j $jobs${targets:+, targets: $targets}"
+fi
+[ "$only_build" = 1 ] && finish
+bin="$build/bin"
+mpiexec="$prefix/usr/bin/mpiexec.hydra"
+[ "$use_bundle" = 1 ] || mpiexec="$(grep -E '^MPIEXEC_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2)"
+mpi_extra=()   # Open MPI counts slots: 2 ranks in a 1-task allocation need --oversubscribe
+"$mpiexec" --version 2>&1 | grep -q "Open MPI" && mpi_extra=(--oversubscribe)
+has_device=0
+"$bin/hlp-train" --help 2>/dev/null | grep -q -- '--device' && has_device=1
+if [ "$has_device" = 0 ]; then
+  if [ "$dry" = 1 ]; then row flags WARN "this hlp-train has no --device/--comm yet: the dry run leaves them out"
+  else row flags FAIL "this hlp-train has no --device option"; finish; fi
+fi
+
+# ---------------------------------------------------------------- ctest: CUDA-labelled + MPI comm on CUDA tensors
+( cd "$build" && ctest -L cuda --output-on-failure -j1 ) >"$build/ctest-cuda.log" 2>&1
+rc=$?
+cat "$build/ctest-cuda.log" >>"$log"
+line="$(cd "$build" && ctest -L cuda -N 2>/dev/null | grep -c 'Test *#')"
+skipped="$(grep -cE '\*\*\*Skipped|Not Run' "$build/ctest-cuda.log")"
+if [ "$dry" = 1 ]; then
+  [ $rc = 0 ] && row ctest-cuda ok "$line cuda-labelled tests ran or skipped without a GPU ($skipped skipped)" ||
+    row ctest-cuda FAIL "ctest -L cuda (see $log)"
+else
+  [ $rc = 0 ] && [ "$skipped" = 0 ] && row ctest-cuda ok "$line cuda-labelled tests passed" ||
+    row ctest-cuda FAIL "ctest -L cuda: rc $rc, $skipped skipped on a GPU machine (see $log)"
+fi
+if [ "$dry" = 0 ]; then
+  ( cd "$build" && HLP_TEST_DEVICE=cuda ctest -R '^comm_mpi_np2$' --output-on-failure -j1 ) >>"$log" 2>&1 &&
+    row comm-mpi-cuda ok "comm_mpi_np2 with HLP_TEST_DEVICE=cuda (2 ranks, one GPU, MPI backend)" ||
+    row comm-mpi-cuda FAIL "comm_mpi_np2 with HLP_TEST_DEVICE=cuda (see $log)"
+fi
+
+# ---------------------------------------------------------------- training runs
+# run NAME NP DEVICE COMM [extra hlp-train args...] -> $runs/NAME.h5 (+ NAME.log)
+run() {
+  local name=$1 np=$2 device=$3 comm=$4; shift 4
+  local args=(--model tiny --tokenizer byte --lora-rank 8 --lora-alpha 16 --seq-len 64 --micro-batch 2
+              --global-batch 4 --steps 5 --warmup-steps 1 --lr 0.001 --seed 1234 --threads 1
+              --loader-threads 1 --out "$runs/$name.h5" "$@")
+  [ "$has_device" = 1 ] && args+=(--device "$device" --comm "$comm")
+  rm -f "$runs/$name.h5"
+  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$mpiexec" "${mpi_extra[@]}" -n "$np" "$bin/hlp-train" "${args[@]}" >"$runs/$name.log" 2>&1
+}
+# losses A B TOL: max over steps of |a - b| / |b| (rank mean per step), and the step count
+cmp_losses() {
+  "$python" - "$@" <<'EOF'
+import sys, h5py, numpy as np
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def losses(f):
+    with h5py.File(f, "r") as h:
+        x = np.asarray(h["/steps/loss"], dtype=np.float64)
+        return x.mean(axis=0) if x.ndim > 1 else x   # [ranks, steps] -> per step
+la, lb = losses(a), losses(b)
+n = min(len(la), len(lb))
+if n < 5 or len(la) != len(lb) or not np.all(np.isfinite(la)):
+    print(f"steps {len(la)} vs {len(lb)}, finite {np.all(np.isfinite(la))}"); sys.exit(1)
+rel = np.max(np.abs(la - lb) / np.abs(lb))
+print(f"{n} steps, max rel diff {rel:.2e} (tol {tol:.0e}), loss {lb[0]:.4f} -> {lb[-1]:.4f}")
+sys.exit(0 if rel <= tol else 1)
+EOF
+}
+cuda_dev=cuda; [ "$dry" = 1 ] && cuda_dev=cpu
+for spec in "single 1" "ddp 2" "fsdp2 2" "pp 2" "tp 2"; do
+  read -r s np <<<"$spec"
+  extra=(--strategy "$s")   # pp and tp take the whole world (2) as their degree
+  if ! run "$s-cpu" "$np" cpu mpi "${extra[@]}"; then row "parity-$s" FAIL "--device cpu run failed: $(tail -1 "$runs/$s-cpu.log")"; continue; fi
+  if ! run "$s-cuda" "$np" "$cuda_dev" mpi "${extra[@]}"; then row "parity-$s" FAIL "--device $cuda_dev run failed: $(tail -1 "$runs/$s-cuda.log")"; continue; fi
+  d="$(cmp_losses "$runs/$s-cuda.h5" "$runs/$s-cpu.h5" 1e-4)" && row "parity-$s" ok "$np rank(s): $d" || row "parity-$s" FAIL "$np rank(s): $d"
+done
+if [ "$dry" = 0 ]; then
+  run ddp1-nccl 1 cuda nccl --strategy ddp && run ddp1-cpu 1 cpu mpi --strategy ddp &&
+    d="$(cmp_losses "$runs/ddp1-nccl.h5" "$runs/ddp1-cpu.h5" 1e-4)" && row parity-nccl1 ok "ddp, 1 rank, --comm nccl: $d" ||
+    row parity-nccl1 FAIL "ddp, 1 rank, --comm nccl: ${d:-run failed: $(tail -1 "$runs/ddp1-nccl.log")}"
+fi
+# bf16 (CUDA autocast; the dry run has no bf16 to compare on CPU fast enough: it runs it anyway)
+if run single-bf16 1 "$cuda_dev" mpi --strategy single --precision bf16; then
+  d="$(cmp_losses "$runs/single-bf16.h5" "$runs/single-cuda.h5" 5e-2)" && row bf16 ok "single: $d" || row bf16 FAIL "single bf16 vs fp32: $d"
+else
+  row bf16 FAIL "run failed: $(tail -1 "$runs/single-bf16.log")"
+fi
+# fsdp2's per-rank held bytes: CUDA == CPU (== closed form, tests/train)
+if [ -f "$runs/fsdp2-cuda.h5" ] && [ -f "$runs/fsdp2-cpu.h5" ]; then
+  d="$("$python" - "$runs/fsdp2-cuda.h5" "$runs/fsdp2-cpu.h5" <<'EOF'
+import sys, h5py, numpy as np
+def held(f):
+    with h5py.File(f, "r") as h:
+        return {k: np.asarray(h["/steps/" + k]) for k in ("param_bytes", "grad_bytes", "optimizer_bytes")}
+a, b = held(sys.argv[1]), held(sys.argv[2])
+ok = all(a[k].shape == b[k].shape and np.array_equal(a[k], b[k]) and np.all(a[k] > 0) for k in a)
+last = lambda x: [int(v) for v in x[:, -1]] if x.ndim > 1 else [int(x[-1])]  # [ranks, steps]: each rank's last step
+print(", ".join(f"{k} {last(a[k])}" for k in a) + ("" if ok else f"  vs CPU {', '.join(str(last(b[k])) for k in b)}"))
+sys.exit(0 if ok else 1)
+EOF
+)" && row fsdp2-bytes ok "per rank on $cuda_dev = CPU (closed form): $d" || row fsdp2-bytes FAIL "$d"
+else
+  row fsdp2-bytes FAIL "no fsdp2 result files"
+fi
+
+# ---------------------------------------------------------------- report
+if command -v gnuplot >/dev/null; then
+  "$bin/hlp-analyze" report "$runs" -o "$runs/report" --warmup 1 >>"$log" 2>&1 &&
+    row report ok "$runs/report/index.md" || row report FAIL "hlp-analyze report (see $log)"
+else
+  "$bin/hlp-analyze" table "$runs" --warmup 1 >"$runs/table.md" 2>>"$log" &&
+    row report WARN "no gnuplot here: hlp-analyze table only ($runs/table.md, $(($(wc -l <"$runs/table.md") - 2)) rows)" ||
+    row report FAIL "hlp-analyze table (see $log)"
+fi
+
+# ---------------------------------------------------------------- perf: jet-nemotron-2b, LoRA r32, bf16, T = 4096
+if [ "$perf" = 1 ]; then
+  tok="$build/datasets/qwen3/tokenizer.json"
+  for s in single fsdp2; do
+    rm -f "$runs/perf-$s.h5"
+    if OPENBLAS_NUM_THREADS=1 "$mpiexec" "${mpi_extra[@]}" -n 1 "$bin/hlp-train" --strategy "$s" --device cuda --comm nccl \
+         --model jet-nemotron-2b --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 --precision bf16 \
+         --seq-len 4096 --micro-batch 1 --global-batch 1 --steps 8 --warmup-steps 2 --lr 1e-4 \
+         --seed 1234 --out "$runs/perf-$s.h5" >"$runs/perf-$s.log" 2>&1; then
+      d="$("$python" - "$runs/perf-$s.h5" <<'EOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as h:
+    tps = np.asarray(h["/steps/tokens_per_s"], dtype=float); pk = np.asarray(h["/steps/peak_bytes"], dtype=float)
+    tps = tps.min(axis=0) if tps.ndim > 1 else tps   # [ranks, steps]
+    dev = h.attrs.get("device", b"?"); dev = dev.decode() if isinstance(dev, bytes) else dev
+print(f"{np.median(tps[2:]):,.0f} tokens/s (median of steps 3-{len(tps)}), peak {pk.max() / 2**30:.2f} GiB, {dev}")
+EOF
+)" && row "perf-$s" ok "jet-nemotron-2b r32 bf16 T=4096: $d" || row "perf-$s" FAIL "reading $runs/perf-$s.h5"
+    else
+      row "perf-$s" FAIL "run failed: $(tail -1 "$runs/perf-$s.log")"
+    fi
+  done
+fi
+finish
