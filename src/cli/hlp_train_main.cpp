@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "data/tokenizer.h"
 #include "model/hf/config_json.h"
+#include "train/device.h"
 
 int main(int argc, char** argv) {
   const int rank = hlp::cli::launcher_rank();
@@ -20,7 +21,12 @@ int main(int argc, char** argv) {
     args = hlp::cli::parse_train_args(argc, argv);
     // A bad tokenizer file fails here, before MPI starts, like a bad option: one line, exit 2
     // on every rank (after MPI_Init a UserError ends the job through MPI_Abort).
-    if (args.action == hlp::cli::Action::Train) hlp::data::make_tokenizer(args.config.tokenizer);
+    if (args.action == hlp::cli::Action::Train) {
+      hlp::data::make_tokenizer(args.config.tokenizer);
+      // Likewise --device cuda without a usable GPU or CUDA LibTorch, and --comm nccl where
+      // NCCL cannot run: every rank of a machine sees the same, so rank 0 says it once.
+      hlp::train::check_device_request(args.config.device, args.config.comm);
+    }
   } catch (const hlp::UserError& e) {
     // Every rank parses the same arguments and fails the same way: print once, exit everywhere.
     if (rank == 0) std::fprintf(stderr, "hlp-train: error: %s\n", e.what());

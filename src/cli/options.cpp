@@ -96,6 +96,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(par, "bucket-mb", &C::bucket_mb, "DDP gradient bucket size in MiB");
   t.add(par, "comm-timeout-s", &C::comm_timeout_s,
         "seconds a collective may wait for its peers before the job aborts with an error");
+  t.add(par, "comm", &C::comm,
+        "communication backend: auto (nccl for --device cuda, mpi for cpu) | nccl (CUDA "
+        "tensors, one GPU per rank) | mpi (CPU tensors; CUDA tensors are staged through "
+        "pinned host memory, so several ranks may share one GPU)");
 
   po::options_description model("Model", 100);
   t.add(model, "model", &C::model,
@@ -169,6 +173,10 @@ void describe(OptionTable& t, Descriptions& d) {
         "fp16: initial dynamic loss scale (as torch.cuda.amp.GradScaler)");
   t.add(run, "loss-scale-growth-interval", &C::loss_scale_growth_interval,
         "fp16: steps without overflow after which the loss scale doubles");
+  t.add(run, "device", &C::device,
+        "auto (cuda when LibTorch has CUDA and a GPU is visible, else cpu) | cpu | cuda. "
+        "On cuda each rank takes GPU local_rank % visible GPUs (local rank from MPI's "
+        "shared-memory split)");
   t.add(run, "seed", &C::seed, "seed for weights, LoRA init, data order and dropout");
   t.add(run, "threads", &C::threads,
         "compute threads per rank; bounds every pool: LibTorch intra-/inter-op, OpenMP and the "
@@ -220,6 +228,13 @@ void validate(const train::TrainConfig& c) {
     throw user_error("--loss-scale-init must be a finite number >= 1 (got ", c.loss_scale_init,
                      ")");
   require_positive("loss-scale-growth-interval", c.loss_scale_growth_interval);
+  if (!one_of(c.device, {"auto", "cpu", "cuda"}))
+    throw user_error("--device: unknown value '", c.device, "'; choose auto, cpu or cuda");
+  if (!one_of(c.comm, {"auto", "nccl", "mpi"}))
+    throw user_error("--comm: unknown value '", c.comm, "'; choose auto, nccl or mpi");
+  if (c.comm == "nccl" && c.device == "cpu")
+    throw user_error("--comm nccl moves CUDA tensors and needs --device cuda (or auto on a "
+                     "GPU); use --comm mpi or auto with --device cpu");
   require_positive("tp", c.tp);
   require_positive("pp", c.pp);
   require_positive("seq-len", c.seq_len);

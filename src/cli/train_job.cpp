@@ -9,6 +9,8 @@
 #include "cli/options.h"
 #include "common/clock.h"
 #include "metrics/cpu_allocator_counter.h"
+#include "metrics/cuda_memory.h"
+#include "metrics/device_peak.h"
 #include "metrics/memory.h"
 #include "metrics/recorder.h"
 #include "metrics/result_writer.h"
@@ -17,6 +19,7 @@
 #include "model/accounting.h"
 #include "model/sdpa_attention.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/thread_pools.h"
 #include "train/trainer.h"
 
@@ -77,8 +80,32 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   recorder->align_clocks(io_comm);
   world->set_observer(recorder);
 
-  const auto peak = metrics::measure_cpu_peak_flops(0.3);
+  // --device / --comm (collective): the GPU this rank takes, and what the result file says.
+  const train::DeviceInfo device = train::select_device(config.device, io_comm);
+  const bool on_cuda = device.kind == "cuda";
+  const int cuda_index = on_cuda ? device.device.index() : -1;
+  const std::string backend = train::resolve_comm(config.comm, device);
+  // MFU's peak: the CPU measured in this run; a GPU from the datasheet table for the run's
+  // precision, or measured when the GPU is not in the table.
+  metrics::PeakFlops peak;
+  if (!on_cuda) {
+    peak = metrics::measure_cpu_peak_flops(0.3);
+  } else if (const auto row = metrics::gpu_peak_flops(device.name, config.precision)) {
+    peak = {row->flops_per_s, row->source};
+  } else {
+    peak = metrics::measure_cuda_peak_flops(cuda_index, config.precision != "fp32");
+  }
   metrics::RunInfo info;
+  info.backend = backend;
+  info.device = device.label();
+  info.device_kind = device.kind;
+  info.device_name = device.name;
+  info.device_count = device.visible_devices;
+  info.devices_per_node = device.node_devices_used;
+  info.device_memory_bytes = device.memory_bytes;
+  info.compute_capability = device.compute_capability;
+  info.cuda_driver_version = device.driver_version;
+  info.cuda_runtime_version = device.runtime_version;
   // canonical composite name: the data-parallel strategy plus the model-parallel axes, "fsdp2+tp2"
   info.strategy = config.strategy;
   if (config.pp > 1 && config.strategy != "pp") info.strategy += "+pp" + std::to_string(config.pp);
@@ -105,6 +132,11 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     wo.flush_every_steps = config.flush_every;
     wo.extra_metrics = {schema::kEvalLoss, schema::kPrecisionBf16, schema::kLossScale,
                         schema::kStepSkipped, schema::kActivationPredicted};
+    // GPU runs: the caching allocator's reserved bytes beside the allocated ones
+    // (current_bytes / peak_bytes), and the host's resident memory.
+    if (on_cuda)
+      for (const char* m : {"reserved_bytes", "reserved_peak_bytes", "host_rss_bytes"})
+        wo.extra_metrics.push_back(m);
     writer = std::make_unique<metrics::ResultWriter>(io_comm, config.out, info, wo);
   }
 
@@ -112,11 +144,27 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   const double t_start = now_s();
   train::TrainHooks hooks;
   hooks.recorder = recorder.get();
+  hooks.device = &device;
+  // Measured memory of this rank's device: the CPU allocator counter, or the CUDA caching
+  // allocator (peak_bytes = allocated peak); both reset after every step.
+  auto memory_stats = [&] {
+    return on_cuda ? metrics::cuda_memory_stats(cuda_index) : metrics::CpuAllocatorCounter::stats();
+  };
+  auto reset_memory_peak = [&] {
+    if (on_cuda)
+      metrics::cuda_reset_peak(cuda_index);
+    else
+      metrics::CpuAllocatorCounter::reset_peak();
+  };
   hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy,
                        const train::ActivationProfile& activation) {
     const auto flops = model::training_flops_per_token(so.model, so.lora, config.seq_len);
     flops_model = flops.model_per_token;
     flops_executed = flops.executed_per_token;
+    if (rank == 0 && on_cuda)
+      std::printf("[hlp-train] device %s (cc %s, %d GPU(s) used on rank 0's node), comm %s\n",
+                  device.label().c_str(), device.compute_capability.c_str(),
+                  device.node_devices_used, backend.c_str());
     if (rank == 0)
       std::printf("[hlp-train] %s on %d rank(s): model %s (%lld params, %lld trainable), "
                   "T=%d, global batch %d\n",
@@ -127,7 +175,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       metrics::ModelInfo mi;
       mi.name = config.model;
       mi.pattern = so.model.pattern;
-      mi.attn_impl = model::to_string(model::resolve_attn_impl(so.model.attn_impl, torch::kCPU));
+      mi.attn_impl = model::to_string(model::resolve_attn_impl(so.model.attn_impl, device.device));
       mi.params_total = strategy.params_total();
       mi.params_trainable = strategy.params_trainable();
       mi.flops_per_token = flops_model;
@@ -141,7 +189,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       mi.activation_probe_lengths = activation.probe_lengths;
       writer->write_model(mi, strategy.held_bytes().param_bytes / 4);
     }
-    metrics::CpuAllocatorCounter::reset_peak();
+    reset_memory_peak();
   };
   hooks.on_step = [&](const train::StepReport& r, parallel::Strategy& strategy) {
     metrics::StepMetrics m;
@@ -169,8 +217,13 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     m[schema::kGradNorm] = r.grad_norm;
     const auto held = strategy.held_bytes();
     metrics::CategoryBytes parts{held.param_bytes, held.grad_bytes, r.optimizer_bytes};
-    const auto mem = metrics::CpuAllocatorCounter::stats();
+    const auto mem = memory_stats();
     metrics::fill_memory_metrics(m, mem, parts);
+    if (on_cuda) {
+      m["reserved_bytes"] = double(mem.reserved_bytes);
+      m["reserved_peak_bytes"] = double(mem.reserved_peak_bytes);
+      m["host_rss_bytes"] = double(metrics::host_rss_bytes());
+    }
     metrics::fill_throughput_metrics(m, double(r.tokens_global), r.step_time_s, ranks,
                                      flops_model, flops_executed, peak.flops_per_s);
     recorder->record_step(r.step, m);
@@ -180,7 +233,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
       recorder->take_events();
       recorder->take_steps();
     }
-    metrics::CpuAllocatorCounter::reset_peak();
+    reset_memory_peak();
     if (rank == 0) {
       const double elapsed = now_s() - t_start;
       const double eta = elapsed / double(r.step + 1) * double(config.steps - r.step - 1);

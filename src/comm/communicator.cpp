@@ -54,6 +54,11 @@ void note_blocked(OpKind kind, double start_s, double end_s, Observer* observer)
 
 BlockedTotals this_thread_blocked() { return t_blocked; }
 
+void add_blocked_s(OpKind kind, double seconds) {
+  (is_point_to_point(kind) ? t_blocked.p2p_s : t_blocked.collective_s) += seconds;
+  ++t_blocked.waits;
+}
+
 double comm_threads_cpu_s() { return double(g_comm_thread_cpu_ns.load()) * 1e-9; }
 void add_comm_thread_cpu_s(double seconds) {
   g_comm_thread_cpu_ns.fetch_add(int64_t(seconds * 1e9));

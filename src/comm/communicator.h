@@ -82,6 +82,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend_name() const = 0;  // "mpi", "nccl"
+  // Where small bookkeeping tensors for this communicator (a loss, a norm, a stop flag) are
+  // best made: the CPU for MPI (no staging), the communicator's GPU for NCCL (which takes
+  // nothing else).
+  virtual c10::Device scalar_device() const { return c10::Device(c10::kCPU); }
 
   // Collective over this communicator: ranks passing the same color form one new communicator,
   // ranked by (key, old rank). color < 0 means "not in any group" and returns nullptr.
@@ -177,6 +181,9 @@ struct BlockedTotals {
   int64_t waits = 0;
 };
 BlockedTotals this_thread_blocked();
+// Adds a wait measured elsewhere to this thread's totals: the GPU path (cuda_timing.h) adds the
+// seconds its compute stream stood still waiting for a communication stream.
+void add_blocked_s(OpKind kind, double seconds);
 
 // CPU seconds used so far by every communication thread of this process (MPI backend: one per
 // communicator; updated after each op, so an op still running is not counted yet).

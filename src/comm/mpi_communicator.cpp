@@ -203,9 +203,10 @@ WorkPtr MpiCommunicator::enqueue_p2p(OpKind kind, int64_t bytes, int peer,
 
 void MpiCommunicator::check_cpu(const at::Tensor& tensor, const char* what) const {
   if (!tensor.defined()) throw std::invalid_argument(std::string(what) + ": undefined tensor");
-  if (!tensor.device().is_cpu())
-    throw std::invalid_argument(std::string(what) + ": the MPI backend takes CPU tensors (got " +
-                                tensor.device().str() + "); use the NCCL backend for CUDA");
+  // CUDA tensors are staged through pinned host memory (staging.h).
+  if (!tensor.device().is_cpu() && !tensor.device().is_cuda())
+    throw std::invalid_argument(std::string(what) + ": the MPI backend takes CPU or CUDA "
+                                "tensors (got " + tensor.device().str() + ")");
   dtype_info(tensor.scalar_type());
 }
 
@@ -255,8 +256,10 @@ WorkPtr MpiCommunicator::all_gather_async(at::Tensor input, at::Tensor output) {
   return enqueue(OpKind::AllGather, tensor_bytes(input), -1, [input, output, count, n, comm] {
     if (count == 0) return;
     at::Tensor send = contiguous_buffer(input);
-    const bool direct = output.is_contiguous() && output.numel() == int64_t(count) * n;
-    at::Tensor gathered = direct ? output : at::empty({int64_t(count) * n}, output.options());
+    const bool direct =
+        output.device().is_cpu() && output.is_contiguous() && output.numel() == int64_t(count) * n;
+    at::Tensor gathered =
+        direct ? output : at::empty({int64_t(count) * n}, host_options(output.options()));
     MPI_Datatype type = mpi_wire_type(input.scalar_type());
     check_mpi(MPI_Allgather(send.data_ptr(), count, type, gathered.data_ptr(), count, type, comm),
               "MPI_Allgather");
@@ -331,7 +334,7 @@ WorkPtr MpiCommunicator::recv_async(at::Tensor tensor, int src, int tag) {
   return enqueue_p2p(
       OpKind::Recv, tensor_bytes(tensor), src,
       [tensor, buffer, count, src, tag, comm] {
-        *buffer = tensor.is_contiguous() ? tensor : at::empty(tensor.sizes(), tensor.options());
+        *buffer = host_output_buffer(tensor);
         MPI_Request request;
         static char empty_payload = 0;
         void* data = count ? buffer->data_ptr() : &empty_payload;

@@ -1,5 +1,6 @@
 #pragma once
-// MPI backend: CPU tensors over an MPI communicator, one communication thread per communicator
+// MPI backend: CPU tensors (and CUDA tensors, staged through pinned host memory on the
+// communication thread: staging.h) over an MPI communicator, one communication thread per communicator
 // (mpi_op_queue.h). Because every communicator has its own thread, MPI must provide
 // MPI_THREAD_MULTIPLE; init_mpi_world checks it and fails with a clear message otherwise.
 //

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -12,7 +13,10 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "comm/cuda_timing.h"
 #include "comm/dtype.h"
+#include "comm/thread_work.h"
+#include "common/error.h"
 
 namespace hlp::comm {
 namespace {
@@ -47,48 +51,42 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// A Work completed when its event fires on the communicator's stream.
+// A Work completed when its event fires on the communicator's stream. wait() does not block
+// the host: the compute stream waits for the event (cuda_timing.h), then the copy-back of
+// strided/padded outputs is enqueued on the compute stream behind that wait. The tensors the
+// op used are released then: they were allocated on the compute stream, so the caching
+// allocator hands their blocks only to later compute-stream work, which runs after the wait.
 class EventWork : public Work {
  public:
-  EventWork(OpRecord record, double timeout_s, cudaEvent_t done,
-            std::function<void()> finish, std::function<void(const OpRecord&)> report,
-            std::shared_ptr<Observer> observer)
-      : Work(record.kind, std::move(observer)), record_(record), timeout_s_(timeout_s), done_(done), finish_(std::move(finish)),
-        report_(std::move(report)) {}
-  ~EventWork() override { cudaEventDestroy(done_); }
+  EventWork(OpRecord record, double timeout_s, CudaEventPtr done, std::function<void()> finish,
+            std::function<void(const OpRecord&)> report, std::shared_ptr<Observer> observer)
+      : Work(record.kind, std::move(observer)), record_(record), timeout_s_(timeout_s),
+        done_(std::move(done)), finish_(std::move(finish)), report_(std::move(report)) {}
 
-  bool is_completed() override { return event_done(); }
+  bool is_completed() override { return done_->completed(); }
 
  protected:
   void wait_until_done() override {
-    const double deadline_s = now_s() + timeout_s_;
-    while (!event_done()) {
-      if (now_s() > deadline_s) abort_on_timeout(record_.kind, record_.bytes, timeout_s_);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (settled_) return;
+    device_wait(done_, record_.kind, record_.bytes, timeout_s_);
     settle();
   }
 
  private:
-  bool event_done() {
-    cudaError_t rc = cudaEventQuery(done_);
-    if (rc == cudaErrorNotReady) return false;
-    check_cuda(rc, "cudaEventQuery");
-    return true;
-  }
   // Copy-back and report, once, on the thread that waits.
   void settle() {
-    if (settled_) return;
     settled_ = true;
     if (finish_) finish_();
     finish_ = nullptr;  // drop the tensors the op held
+    // Host time at which the wait was issued (the op may still be running on the device; the
+    // compute stream's stall is measured by cuda_timing.h).
     record_.end_s = now_s();
     if (report_) report_(record_);
   }
 
   OpRecord record_;
   double timeout_s_;
-  cudaEvent_t done_;
+  CudaEventPtr done_;
   std::function<void()> finish_;
   std::function<void(const OpRecord&)> report_;
   bool settled_ = false;
@@ -102,6 +100,20 @@ struct NcclCommunicator::Impl {
   int device = 0;
   int rank = 0;
   int size = 1;
+  // Point-to-point lanes (made on the first send / recv, see p2p_lane()): one communicator
+  // and stream for traffic toward higher ranks, one toward lower ranks.
+  std::unique_ptr<Impl> toward_higher, toward_lower;
+
+  ~Impl() {
+    toward_higher.reset();
+    toward_lower.reset();
+    cudaSetDevice(device);
+    if (stream) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+    if (comm) ncclCommDestroy(comm);
+  }
 
   void set_device() const { check_cuda(cudaSetDevice(device), "cudaSetDevice"); }
 
@@ -114,10 +126,9 @@ struct NcclCommunicator::Impl {
     cudaEventDestroy(ready);  // released once the wait has been satisfied
   }
 
-  cudaEvent_t record_done() const {
-    cudaEvent_t done;
-    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(done, stream), "cudaEventRecord");
+  CudaEventPtr record_done() const {
+    auto done = std::make_shared<CudaEvent>();
+    done->record_on(stream);
     return done;
   }
 
@@ -137,14 +148,29 @@ struct NcclCommunicator::Impl {
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, CommOptions options)
     : Communicator(options), impl_(std::move(impl)) {}
 
-NcclCommunicator::~NcclCommunicator() {
-  if (!impl_) return;
-  cudaSetDevice(impl_->device);
-  if (impl_->stream) {
-    cudaStreamSynchronize(impl_->stream);
-    cudaStreamDestroy(impl_->stream);
+NcclCommunicator::~NcclCommunicator() = default;  // Impl's destructor frees streams and comms
+
+// NCCL's send blocks its stream until the peer has posted the matching receive. With sends
+// and receives of both directions on one stream, two ranks that each send before they receive
+// (a pipeline's 1F1B steady state: activations forward, gradients backward) would wait for
+// each other forever. So each direction gets its own communicator and stream: on the "toward
+// higher ranks" lane data only moves up, on the other only down; neither lane can form a cycle.
+// Made on the first point-to-point op: ncclCommSplit is collective over this communicator, and
+// every rank of a communicator used for point-to-point (the pipeline axis) reaches its first
+// send or receive at the start of the first step, blocking nothing the others wait for.
+NcclCommunicator::Impl& NcclCommunicator::p2p_lane(int peer, bool receiving) {
+  if (!impl_->toward_higher) {
+    impl_->set_device();
+    for (auto* lane : {&impl_->toward_higher, &impl_->toward_lower}) {
+      ncclComm_t child = nullptr;
+      check_nccl(ncclCommSplit(impl_->comm, 0, impl_->rank, &child, nullptr),
+                 "ncclCommSplit (point-to-point lane)");
+      *lane = Impl::from_comm(child, impl_->device);
+    }
   }
-  if (impl_->comm) ncclCommDestroy(impl_->comm);
+  // A send to a higher rank and a receive from a lower one both move data up.
+  const bool upward = receiving ? peer < impl_->rank : peer > impl_->rank;
+  return upward ? *impl_->toward_higher : *impl_->toward_lower;
 }
 
 std::shared_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& bootstrap,
@@ -159,10 +185,28 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& boot
   bootstrap.broadcast(id_wire, 0);
   id_bytes = id_wire.to(at::kByte);
   std::memcpy(&id, id_bytes.data_ptr(), sizeof(id));
+  // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): find that first and say so.
+  // GPUs are compared by UUID (with per-rank CUDA_VISIBLE_DEVICES every index is 0).
+  cudaDeviceProp prop;
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  at::Tensor uuid = at::empty({2}, at::kLong);
+  std::memcpy(uuid.data_ptr(), prop.uuid.bytes, 16);
+  at::Tensor uuids = bootstrap.all_gather(uuid);  // [n, 2]
+  for (int r = 0; r < bootstrap.size(); ++r)
+    if (r != bootstrap.rank() && at::equal(uuids[r], uuid))
+      throw user_error("NCCL backend: ranks ", std::min(r, bootstrap.rank()), " and ",
+                       std::max(r, bootstrap.rank()), " compute on the same GPU (",
+                       prop.name, "), and NCCL refuses two ranks on one GPU; launch one rank "
+                       "per GPU, or use the MPI backend (--comm mpi), which stages CUDA tensors "
+                       "through host memory");
   ncclComm_t comm;
   check_nccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), "ncclCommInitRank");
   auto impl = Impl::from_comm(comm, device);
   return std::shared_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl), options));
+}
+
+c10::Device NcclCommunicator::scalar_device() const {
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(impl_->device));
 }
 
 int NcclCommunicator::rank() const { return impl_->rank; }
@@ -197,12 +241,13 @@ void check_cuda_tensor(const at::Tensor& t, const char* what) {
 // record completion, hand back an EventWork that copies back and reports on wait().
 WorkPtr NcclCommunicator::issue(OpKind kind, int64_t bytes, int peer,
                                 const std::function<void()>& enqueue,
-                                std::function<void()> finish) {
-  impl_->set_device();
+                                std::function<void()> finish, Impl* lane) {
+  Impl& on = lane ? *lane : *impl_;
+  on.set_device();
   OpRecord record{kind, bytes, now_s(), 0.0, impl_->size, peer, !issuing_sync()};
-  impl_->wait_for_default_stream();
+  on.wait_for_default_stream();
   enqueue();
-  cudaEvent_t done = impl_->record_done();
+  CudaEventPtr done = on.record_done();
   return std::make_shared<EventWork>(record, timeout_s(), done, std::move(finish),
                                      [this](const OpRecord& r) { report(r); }, observer());
 }
@@ -295,14 +340,15 @@ WorkPtr NcclCommunicator::send_async(at::Tensor tensor, int dst, int tag) {
   check_peer(dst, "send");
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   // NCCL has no tags: messages between a pair match in issue order.
+  Impl& lane = p2p_lane(dst, /*receiving=*/false);
   return issue(OpKind::Send, tensor_bytes(tensor), dst,
                [&] {
                  check_nccl(ncclSend(buffer.data_ptr(), buffer.numel(),
-                                     nccl_type(tensor.scalar_type()), dst, impl_->comm,
-                                     impl_->stream),
+                                     nccl_type(tensor.scalar_type()), dst, lane.comm,
+                                     lane.stream),
                             "ncclSend");
                },
-               [buffer] {});
+               [buffer] {}, &lane);
 }
 
 WorkPtr NcclCommunicator::recv_async(at::Tensor tensor, int src, int tag) {
@@ -312,14 +358,15 @@ WorkPtr NcclCommunicator::recv_async(at::Tensor tensor, int src, int tag) {
   std::function<void()> finish = [tensor, buffer] {
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
   };
+  Impl& lane = p2p_lane(src, /*receiving=*/true);
   return issue(OpKind::Recv, tensor_bytes(tensor), src,
                [&] {
                  check_nccl(ncclRecv(buffer.data_ptr(), buffer.numel(),
-                                     nccl_type(tensor.scalar_type()), src, impl_->comm,
-                                     impl_->stream),
+                                     nccl_type(tensor.scalar_type()), src, lane.comm,
+                                     lane.stream),
                             "ncclRecv");
                },
-               finish);
+               finish, &lane);
 }
 
 WorkPtr NcclCommunicator::barrier_async() {

@@ -9,14 +9,20 @@
 // - Each communicator owns one cudaStream_t: ops run on it in issue order. At issue, an event
 //   recorded on the legacy default stream (where LibTorch's work goes unless the caller picked
 //   another stream) makes the NCCL stream wait for the tensors to be ready; a second event
-//   marks completion. Work::wait() polls it (at most timeout_s, then abort as in
-//   communicator.h) and then runs the copy-back of strided/padded outputs.
+//   marks completion. Work::wait() does not block the host: the default (compute) stream waits
+//   for that event (cudaStreamWaitEvent), the copy-back of strided/padded outputs is enqueued
+//   behind it, and a watchdog thread aborts the job if the event has not fired within
+//   timeout_s (communicator.h). cuda_timing.h measures how long the compute stream waited.
+// - Two ranks on one GPU: create() finds it (GPU UUIDs over the bootstrap communicator) and
+//   throws hlp::UserError saying so, since NCCL refuses that configuration.
 // - dtypes map to NCCL types natively (bfloat16 included: NCCL reduces bf16 itself, rounding
 //   per step, unlike the MPI backend's float32 reduction). Avg = ncclAvg.
-// - Point-to-point follows NCCL: a send occupies the stream until the peer receives it, so two
-//   ranks exchanging in both directions must order the pair (e.g. even ranks send first).
-// - Observer times are host times: start at issue, end when wait()/is_completed() saw the
-//   completion event.
+// - Point-to-point: NCCL's send occupies its stream until the peer receives, so sends and
+//   receives run on two extra lanes (communicator + stream each, made on the first p2p op):
+//   one carrying data toward higher ranks, one toward lower ranks. Data moves one way on each
+//   lane, so exchanges in both directions (pipeline 1F1B) cannot deadlock.
+// - Observer times are host times: start at issue, end when wait() was called (the device may
+//   still be running the op; exposed time on the device comes from cuda_timing.h).
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +42,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override;
   int size() const override;
   const char* backend_name() const override { return "nccl"; }
+  c10::Device scalar_device() const override;
   std::shared_ptr<Communicator> split(int color, int key) override;
 
   WorkPtr all_reduce_async(at::Tensor tensor, ReduceOp op) override;
@@ -50,8 +57,11 @@ class NcclCommunicator : public Communicator {
 
  private:
   NcclCommunicator(std::unique_ptr<Impl> impl, CommOptions options);
+  // lane: the point-to-point lane to run on (nullptr: this communicator's own stream).
   WorkPtr issue(OpKind kind, int64_t bytes, int peer, const std::function<void()>& enqueue,
-                std::function<void()> finish);
+                std::function<void()> finish, Impl* lane = nullptr);
+  // The lane a send to `peer` (or a receive from it) travels on.
+  Impl& p2p_lane(int peer, bool receiving);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,14 +7,27 @@
 
 namespace hlp::comm {
 
+at::TensorOptions host_options(const at::TensorOptions& like) {
+  const bool on_gpu = like.device().is_cuda();
+  return like.device(at::kCPU).pinned_memory(on_gpu);
+}
+
 at::Tensor contiguous_buffer(const at::Tensor& t) {
-  return t.is_contiguous() ? t : t.contiguous();
+  if (t.device().is_cpu()) return t.is_contiguous() ? t : t.contiguous();
+  at::Tensor buffer = at::empty(t.sizes(), host_options(t.options()));
+  buffer.copy_(t);  // device -> pinned host, synchronous
+  return buffer;
+}
+
+at::Tensor host_output_buffer(const at::Tensor& t) {
+  if (t.device().is_cpu() && t.is_contiguous()) return t;
+  return at::empty(t.sizes(), host_options(t.options()));
 }
 
 at::Tensor to_reduce_buffer(const at::Tensor& t) {
   const c10::ScalarType reduce_type = dtype_info(t.scalar_type()).reduce_type;
-  if (t.is_contiguous() && t.scalar_type() == reduce_type) return t;
-  at::Tensor buffer = at::empty(t.sizes(), t.options().dtype(reduce_type));
+  if (t.device().is_cpu() && t.is_contiguous() && t.scalar_type() == reduce_type) return t;
+  at::Tensor buffer = at::empty(t.sizes(), host_options(t.options()).dtype(reduce_type));
   buffer.copy_(t);
   return buffer;
 }
@@ -28,9 +41,10 @@ at::Tensor padded_reduce_input(const at::Tensor& input, int world_size) {
   const c10::ScalarType reduce_type = dtype_info(input.scalar_type()).reduce_type;
   const int64_t numel = input.numel();
   const int64_t padded = padded_numel(numel, world_size);
-  if (padded == numel && input.is_contiguous() && input.scalar_type() == reduce_type)
+  if (input.device().is_cpu() && padded == numel && input.is_contiguous() &&
+      input.scalar_type() == reduce_type)
     return input.view({numel});
-  at::Tensor buffer = at::empty({padded}, input.options().dtype(reduce_type));
+  at::Tensor buffer = at::empty({padded}, host_options(input.options()).dtype(reduce_type));
   buffer.narrow(0, 0, numel).view(input.sizes()).copy_(input);
   buffer.narrow(0, numel, padded - numel).zero_();
   return buffer;

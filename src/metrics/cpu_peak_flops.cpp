@@ -38,4 +38,37 @@ PeakFlops measure_cpu_peak_flops(double seconds, int64_t n) {
   return p;
 }
 
+PeakFlops measure_cuda_peak_flops(int device_index, bool bf16, double seconds, int64_t n) {
+  const auto options = at::TensorOptions()
+                           .dtype(bf16 ? at::kBFloat16 : at::kFloat)
+                           .device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index)));
+  at::Tensor a = at::rand({n, n}, options);
+  at::Tensor b = at::rand({n, n}, options);
+  at::Tensor c = at::empty({n, n}, options);
+  constexpr int kBatch = 8;
+  auto run_batch = [&] {
+    for (int i = 0; i < kBatch; ++i) at::mm_out(c, a, b);
+    c[0][0].item<float>();  // waits for the batch on the device
+  };
+  run_batch();  // warm-up: cuBLAS handle, kernel selection
+  const double flop = 2.0 * static_cast<double>(n) * n * n * kBatch;
+  double best_s = 1e30;
+  int runs = 0;
+  const double deadline = hlp::now_s() + seconds;
+  do {
+    const double t0 = hlp::now_s();
+    run_batch();
+    best_s = std::min(best_s, hlp::now_s() - t0);
+    ++runs;
+  } while (hlp::now_s() < deadline || runs < 3);
+  PeakFlops p;
+  p.flops_per_s = flop / best_s;
+  std::ostringstream os;
+  os << "measured: best of " << runs << " batches of " << kBatch << " at::mm "
+     << (bf16 ? "bfloat16 " : "float32 ") << n << "x" << n << " on cuda:" << device_index
+     << " at start of the run (GPU not in the datasheet table)";
+  p.source = os.str();
+  return p;
+}
+
 }  // namespace hlp::metrics

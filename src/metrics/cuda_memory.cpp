@@ -16,17 +16,23 @@ namespace hlp::metrics {
 bool cuda_memory_available() { return true; }
 
 MemoryStats cuda_memory_stats(int device) {
-  using namespace c10::cuda::CUDACachingAllocator;
-  const DeviceStats stats = getDeviceStats(device);
-  const auto& allocated = stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)];
+  // `auto`: DeviceStats / StatType moved from c10::cuda::CUDACachingAllocator to
+  // c10::CachingDeviceAllocator in LibTorch 2.6; index 0 is StatType::AGGREGATE in every version.
+  constexpr size_t kAggregate = 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(
+      static_cast<c10::DeviceIndex>(device));
   MemoryStats s;
-  s.current_bytes = allocated.current;
-  s.peak_bytes = allocated.peak;
-  s.allocations = stats.allocation[static_cast<size_t>(StatType::AGGREGATE)].allocated;
+  s.current_bytes = stats.allocated_bytes[kAggregate].current;
+  s.peak_bytes = stats.allocated_bytes[kAggregate].peak;
+  s.allocations = stats.allocation[kAggregate].allocated;
+  s.reserved_bytes = stats.reserved_bytes[kAggregate].current;
+  s.reserved_peak_bytes = stats.reserved_bytes[kAggregate].peak;
   return s;
 }
 
-void cuda_reset_peak(int device) { c10::cuda::CUDACachingAllocator::resetPeakStats(device); }
+void cuda_reset_peak(int device) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
 #else
 // ---- CPU-only LibTorch ----
 bool cuda_memory_available() { return false; }

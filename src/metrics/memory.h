@@ -14,7 +14,14 @@ struct MemoryStats {
   int64_t current_bytes = 0;  // live now
   int64_t peak_bytes = 0;     // high-water mark since the last reset_peak()
   int64_t allocations = 0;    // allocations since install (counting, not live)
+  // CUDA caching allocator only (0 elsewhere): bytes it holds from the driver (allocated plus
+  // cached free blocks), now and the high-water mark since the last reset.
+  int64_t reserved_bytes = 0;
+  int64_t reserved_peak_bytes = 0;
 };
+
+// Resident set size of this process (host memory, /proc/self/statm), bytes; 0 if unreadable.
+int64_t host_rss_bytes();
 
 // What the strategy reports it holds on this rank (its shard of each category).
 struct CategoryBytes {

@@ -17,6 +17,11 @@ struct RunInfo {
   std::string strategy = "single";  // canonical composite name, e.g. "fsdp2+tp2"
   std::string backend = "mpi";      // "mpi" | "nccl"
   std::string device = "cpu";       // "cpu" | "cuda:NVIDIA H100 80GB HBM3" ...
+  // Rank 0's device in detail (train/device.h): kind, name, GPUs visible and used on its node,
+  // compute capability, memory, CUDA driver and runtime versions ("" / 0 on CPU runs).
+  std::string device_kind = "cpu", device_name = "cpu";
+  int64_t device_count = 0, devices_per_node = 0, device_memory_bytes = 0;
+  std::string compute_capability, cuda_driver_version, cuda_runtime_version;
   std::array<int64_t, 3> mesh{1, 1, 1};  // dp, pp, tp
   std::string config_ini;           // the whole resolved configuration
   std::string libtorch_version;     // libtorch_version() (torch_info.h) when linked with torch

@@ -118,7 +118,9 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   std::string mpi_version = mpi_library_version();
   for (std::string* str : {&info.strategy, &info.backend, &info.device, &info.config_ini,
                            &info.libtorch_version, &info.peak_flops_source, &start_time,
-                           &info.blas_library,
+                           &info.blas_library, &info.device_kind, &info.device_name,
+                           &info.compute_capability, &info.cuda_driver_version,
+                           &info.cuda_runtime_version,
                            &slurm_job, &slurm_array_job, &slurm_array_task, &mpi_version})
     bcast_string(*str, comm);
   MPI_Bcast(info.mesh.data(), 3, MPI_INT64_T, 0, comm);
@@ -128,6 +130,8 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
                               info.node_threads_requested, info.oversubscribed ? 1 : 0};
   MPI_Bcast(thread_fields, 8, MPI_INT64_T, 0, comm);
   MPI_Bcast(&info.peak_flops_per_device, 1, MPI_DOUBLE, 0, comm);
+  int64_t device_fields[3] = {info.device_count, info.devices_per_node, info.device_memory_bytes};
+  MPI_Bcast(device_fields, 3, MPI_INT64_T, 0, comm);
   MPI_Bcast(&start_unix_s, 1, MPI_DOUBLE, 0, comm);
   const std::string hosts = gather_hosts(comm, s.world);
   const std::vector<double> offsets = gather_double(comm, s.world, info_in.clock.offset_s);
@@ -200,6 +204,14 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrFlushEvery, static_cast<int64_t>(s.options.flush_every_steps));
   h5::write_attr(root, schema::kAttrClockOffsetS, offsets);
   h5::write_attr(root, schema::kAttrClockRttS, rtts);
+  h5::write_attr(root, schema::kAttrDeviceKind, info.device_kind);
+  h5::write_attr(root, schema::kAttrDeviceName, info.device_name);
+  h5::write_attr(root, schema::kAttrDeviceCount, device_fields[0]);
+  h5::write_attr(root, schema::kAttrDevicesPerNode, device_fields[1]);
+  h5::write_attr(root, schema::kAttrDeviceMemoryBytes, device_fields[2]);
+  h5::write_attr(root, schema::kAttrComputeCapability, info.compute_capability);
+  h5::write_attr(root, schema::kAttrCudaDriverVersion, info.cuda_driver_version);
+  h5::write_attr(root, schema::kAttrCudaRuntimeVersion, info.cuda_runtime_version);
 
   // /steps/<metric>: float64 [world, 0 -> unlimited], NaN where a rank reported nothing.
   {

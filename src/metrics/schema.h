@@ -50,6 +50,15 @@ inline constexpr const char* kAttrPeakFlopsSource = "peak_flops_source";  // str
 inline constexpr const char* kAttrFlushEvery = "flush_every_steps";      // int64
 inline constexpr const char* kAttrClockOffsetS = "clock_offset_s";  // float64 [world]: rank -> 0
 inline constexpr const char* kAttrClockRttS = "clock_rtt_s";        // float64 [world]: ping RTT
+// The device rank 0 computed on (train/device.h); "" / 0 on CPU runs where not applicable.
+inline constexpr const char* kAttrDeviceKind = "device_kind";        // string "cpu" | "cuda"
+inline constexpr const char* kAttrDeviceName = "device_name";        // string "NVIDIA H100 80GB HBM3"
+inline constexpr const char* kAttrDeviceCount = "device_count";      // int64 GPUs visible to rank 0
+inline constexpr const char* kAttrDevicesPerNode = "devices_per_node";  // int64 GPUs rank 0's node used
+inline constexpr const char* kAttrComputeCapability = "device_compute_capability";  // string "9.0"
+inline constexpr const char* kAttrDeviceMemoryBytes = "device_memory_bytes";  // int64
+inline constexpr const char* kAttrCudaDriverVersion = "cuda_driver_version";    // string "12.4"
+inline constexpr const char* kAttrCudaRuntimeVersion = "cuda_runtime_version";  // string "13.0"
 
 // ---- /steps: one float64 [world_size, steps] dataset per metric --------------------------------
 inline constexpr const char* kStepsGroup = "/steps";

@@ -1,9 +1,21 @@
+#include <unistd.h>
+
+#include <cstdio>
 #include <limits>
 
 #include "metrics/memory.h"
 #include "metrics/schema.h"
 
 namespace hlp::metrics {
+
+int64_t host_rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long long total_pages = 0, resident_pages = 0;
+  const int read = std::fscanf(f, "%lld %lld", &total_pages, &resident_pages);
+  std::fclose(f);
+  return read == 2 ? int64_t(resident_pages) * int64_t(sysconf(_SC_PAGESIZE)) : 0;
+}
 
 void fill_memory_metrics(StepMetrics& m, const MemoryStats& measured, const CategoryBytes& parts,
                          int64_t activation_bytes_reported) {

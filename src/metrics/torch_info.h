@@ -19,4 +19,11 @@ struct PeakFlops {
 // Call it with the same thread count the training uses.
 PeakFlops measure_cpu_peak_flops(double seconds = 0.5, int64_t n = 1024);
 
+// The fallback for GPUs missing from the table (device_peak.h): best rate of at::mm on n x n
+// matrices in bfloat16 (bf16 = true) or float32 on CUDA device `device_index`, timed on the
+// host around batches of 8 products, each batch ended by a device-to-host read (a sync).
+// Needs a CUDA LibTorch (never called otherwise).
+PeakFlops measure_cuda_peak_flops(int device_index, bool bf16, double seconds = 0.3,
+                                  int64_t n = 4096);
+
 }  // namespace hlp::metrics

@@ -53,8 +53,9 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   // drawn by apply_lora, have values up front).
   model_ = build_model(options_, model::Values::deferred);
   const uint64_t seed = options_.seed;
-  const Materialise materialise = [seed](const std::string& name, const torch::Tensor& p) {
-    model::materialise_parameter(name, p, seed);
+  const torch::Device device = options_.device;
+  const Materialise materialise = [seed, device](const std::string& name, const torch::Tensor& p) {
+    materialise_on_device(name, p, seed, device);
   };
   auto all = named_params(*model_);
   params_total_ = numel_of(all, false);
@@ -85,7 +86,7 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
                          : make_flat_unit(std::move(g), options_.dp_comm, materialise));
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
-  anchor_ = torch::zeros({}, torch::requires_grad());
+  anchor_ = torch::zeros({}, torch::TensorOptions().device(options_.device).requires_grad(true));
 }
 
 torch::Tensor ShardedStrategy::block_forward(int64_t block, const torch::Tensor& x_in) {
@@ -180,7 +181,8 @@ torch::Tensor ShardedStrategy::eval_logits(const std::vector<MicroBatch>& micro_
 }
 
 double ShardedStrategy::grad_norm() {
-  at::Tensor sq = at::full({1}, local_grad_sq(slots_), at::kDouble);
+  at::Tensor sq =
+      at::full({1}, local_grad_sq(slots_), scalar_options_for(*options_.dp_comm, at::kDouble));
   options_.dp_comm->all_reduce(sq, comm::ReduceOp::Sum);
   return std::sqrt(sq.item<double>());
 }

@@ -27,7 +27,8 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   split_ = split_stages(options_.model, options_.lora, seq_len, stages_, options_.pp_split);
   if (options_.pp_split == "profiled")  // re-split on measured costs (collective over world)
     split_ = split_on_costs(profile_layer_costs(options_.model, options_.lora, seq_len,
-                                                options_.seed, *mesh_->world_comm()),
+                                                options_.seed, *mesh_->world_comm(),
+                                                options_.device),
                             stages_, "profiled");
   const int64_t L = options_.model.num_layers();
   const int64_t first = split_.first_block[size_t(stage_)], end = split_.end_block[size_t(stage_)];
@@ -40,7 +41,7 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   model_->train();
   tp_ = std::make_unique<TensorParallel>(model_->config(), mesh_->tp_comm(), options_.lora.dropout);
   const Materialise materialise = [this](const std::string& name, const torch::Tensor& p) {
-    model::materialise_parameter(name, p, options_.seed);
+    materialise_on_device(name, p, options_.seed, options_.device);  // CPU draw, then moved
     tp_->slice(name, p);
   };
   if (options_.name == "fsdp2")
@@ -89,7 +90,7 @@ void PipelineStrategy::allocate_grads() {
     }
   int64_t numel = 0;
   for (auto& [name, p] : trainable_) numel += p.numel();
-  flat_grads_ = at::zeros({numel}, at::kFloat);
+  flat_grads_ = at::zeros({numel}, at::TensorOptions().dtype(at::kFloat).device(options_.device));
   int64_t offset = 0;
   for (size_t i : order) {
     auto& [name, p] = trainable_[i];
@@ -137,7 +138,7 @@ double PipelineStrategy::grad_norm() {
     if (int(i) == embedding_slot_ && stage_ == stages_ - 1) continue;
     sq += slots_[i].grad.to(at::kDouble).pow(2).sum().item<double>();
   }
-  at::Tensor v = at::full({1}, sq, at::kDouble);
+  at::Tensor v = at::full({1}, sq, scalar_options_for(*mesh_->pp_comm(), at::kDouble));
   if (mesh_->shape().tp > 1) mesh_->tp_comm()->all_reduce(v, comm::ReduceOp::Sum);
   if (stages_ > 1) mesh_->pp_comm()->all_reduce(v, comm::ReduceOp::Sum);
   if (unit_ && options_.dp_comm->size() > 1)  // fsdp2: dp ranks hold different shards
@@ -170,12 +171,14 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
   at::Tensor local = at::tensor({double(mine.first_block), double(mine.end_block),
                                  mine.predicted_cost, mine.forward_s, mine.backward_s,
                                  mine.idle_s, mine.wall_s, mine.compute_cpu_s},
-                                at::kDouble);
-  at::Tensor all = at::zeros({stages_ * kFields}, at::kDouble);
+                                at::kDouble)
+                         .to(scalar_options_for(*mesh_->pp_comm(), at::kDouble).device());
+  at::Tensor all = at::zeros({stages_ * kFields}, scalar_options_for(*mesh_->pp_comm(), at::kDouble));
   if (stages_ > 1)
     mesh_->pp_comm()->all_gather(local, all);
   else
     all.copy_(local);
+  all = to_host(all);
   std::vector<StageRecord> out(static_cast<size_t>(stages_));
   auto a = all.accessor<double, 1>();
   for (int s = 0; s < stages_; ++s) {

@@ -5,6 +5,8 @@
 // (so every rank derives the same split), and each layer's cost becomes its kind's time. The
 // embedding and head, which cannot be timed alone, keep their modelled cost converted to
 // seconds with the blocks' measured seconds per modelled FLOP.
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +19,7 @@ namespace hlp::parallel {
 // COLLECTIVE over `world`. Per-layer costs [L+2] in seconds per sequence of T tokens.
 std::vector<double> profile_layer_costs(const model::ModelConfig& config,
                                         const model::LoraConfig& lora, int64_t seq_len,
-                                        uint64_t seed, comm::Communicator& world);
+                                        uint64_t seed, comm::Communicator& world,
+                                        const c10::Device& device = c10::Device(c10::kCPU));
 
 }  // namespace hlp::parallel

@@ -57,7 +57,8 @@ void PipelineStrategy::forward_step(int m, bool with_grad) {
   const int64_t B = mb.inputs.size(0), T = mb.inputs.size(1);
   torch::Tensor x;
   if (stage_ > 0) {  // x: [B, T, D] from the previous stage
-    x = torch::empty({B, T, options_.model.hidden}, torch::kFloat);
+    x = torch::empty({B, T, options_.model.hidden},
+                     torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
     pp.recv_async(x, stage_ - 1, tag_forward(m))->wait();
     if (with_grad) x.requires_grad_(true);
     f.input = x;
@@ -91,7 +92,8 @@ void PipelineStrategy::backward_step(int m) {
   comm::Communicator& pp = *mesh_->pp_comm();
   torch::Tensor grad;  // d loss / d output: [B, T, D] from the next stage
   if (stage_ < stages_ - 1) {
-    grad = torch::empty(f.output.sizes(), torch::kFloat);
+    grad = torch::empty(f.output.sizes(),
+                        torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
     pp.recv_async(grad, stage_ + 1, tag_backward(m))->wait();
   }
   const double cpu0 = thread_cpu_s();
@@ -124,10 +126,11 @@ void PipelineStrategy::check_tp_batches(const std::vector<MicroBatch>& micro_bat
   for (const auto& mb : micro_batches)
     for (const auto& t : {mb.inputs, mb.targets}) {
       auto flat = t.reshape({-1}).to(torch::kLong);
-      auto weight = torch::arange(flat.numel(), torch::kLong).remainder(1009) + 1;
+      auto weight = torch::arange(flat.numel(), flat.options()).remainder(1009) + 1;
       hash = hash * 31 + ((flat + 1) * weight).sum().item<int64_t>();
     }
-  at::Tensor v = at::tensor({hash, -hash}, at::kLong);
+  at::Tensor v = at::tensor({hash, -hash}, at::kLong)
+                     .to(scalar_options_for(*mesh_->tp_comm(), at::kLong).device());
   mesh_->tp_comm()->all_reduce(v, comm::ReduceOp::Max);
   if (v[0].item<int64_t>() != hash || -v[1].item<int64_t>() != hash)
     throw user_error("tensor-parallel partners received different batches (rank ",
@@ -160,7 +163,8 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   micro_batches_ = nullptr;
   times_ = nullptr;
 
-  at::Tensor loss = at::full({1}, loss_sum_ / double(M), at::kDouble);  // valid on the last stage
+  at::Tensor loss = at::full({1}, loss_sum_ / double(M),  // valid on the last stage
+                             scalar_options_for(*mesh_->pp_comm(), at::kDouble));
   if (stages_ > 1) mesh_->pp_comm()->broadcast(loss, stages_ - 1);
   return dp_mean(options_.dp_comm.get(), loss.item<double>());
 }
@@ -180,7 +184,8 @@ double PipelineStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches)
   inflight_.clear();
   micro_batches_ = nullptr;
   times_ = nullptr;
-  at::Tensor loss = at::full({1}, loss_sum_ / double(M), at::kDouble);
+  at::Tensor loss =
+      at::full({1}, loss_sum_ / double(M), scalar_options_for(*mesh_->pp_comm(), at::kDouble));
   if (stages_ > 1) mesh_->pp_comm()->broadcast(loss, stages_ - 1);
   return dp_mean(options_.dp_comm.get(), loss.item<double>());
 }
@@ -195,7 +200,9 @@ torch::Tensor PipelineStrategy::eval_logits(const std::vector<MicroBatch>& micro
   const int64_t T = micro_batches.at(0).inputs.size(1);
   torch::Tensor logits = stage_ == stages_ - 1
                              ? torch::cat(kept)
-                             : torch::empty({rows, T, options_.model.vocab}, torch::kFloat);
+                             : torch::empty({rows, T, options_.model.vocab},
+                                            torch::TensorOptions().dtype(torch::kFloat).device(
+                                                options_.device));
   if (stages_ > 1) mesh_->pp_comm()->broadcast(logits, stages_ - 1);
   return logits;
 }

@@ -1,18 +1,32 @@
 #include "parallel/sharded_unit.h"
 
-#include <ATen/native/Resize.h>
-
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
 
+namespace {
+// The storage's own allocator (CPU, or the CUDA caching allocator) gives it `nbytes` fresh,
+// uninitialised bytes, or takes them all back (nbytes 0). at::native::resize_bytes_cpu does the
+// same but copies the old bytes with memcpy, which is CPU-only; FSDP never needs the old bytes
+// (a gather overwrites them all), so this one works on every device. On CUDA the freed block
+// goes back to the caching allocator on the compute stream, which is also where every later
+// user of it runs (comm/cuda_timing.h), so no stream bookkeeping is needed.
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "FSDP: the parameter's storage is not resizable");
+  at::DataPtr fresh;
+  if (nbytes > 0) fresh = storage->allocator()->allocate(nbytes);
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+}  // namespace
+
 void free_storage(const torch::Tensor& t) {
-  at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), 0);
+  resize_storage_bytes(t.storage().unsafeGetStorageImpl(), 0);
 }
 
 void alloc_storage(const torch::Tensor& t, int64_t nbytes) {
   if (int64_t(t.storage().nbytes()) != nbytes)
-    at::native::resize_bytes_cpu(t.storage().unsafeGetStorageImpl(), size_t(nbytes));
+    resize_storage_bytes(t.storage().unsafeGetStorageImpl(), size_t(nbytes));
 }
 
 torch::Tensor storage_alias(const torch::Tensor& t) {
@@ -39,18 +53,24 @@ class FlatUnit : public ShardedUnit {
     }
     const int n = comm_->size();
     range_ = comm::shard_range(numel_, n, comm_->rank());
-    const auto fp32 = torch::TensorOptions().dtype(torch::kFloat);
-    full_ = torch::empty({numel_}, fp32);  // [N] all parameters of the unit
+    // The unit lives where its parameters get their values (materialise may move them to the
+    // GPU); an empty unit where its communicator's small tensors live.
+    fp32_ = torch::TensorOptions().dtype(torch::kFloat).device(comm_->scalar_device());
+    if (params_.empty()) full_ = torch::empty({0}, fp32_);
     for (size_t i = 0; i < params_.size(); ++i) {
       auto& p = params_[i].second;
       if (materialise) materialise(params_[i].first, p);
+      if (i == 0) {
+        fp32_ = fp32_.device(p.device());
+        full_ = torch::empty({numel_}, fp32_);  // [N] all parameters of the unit
+      }
       // p's own bytes are dropped by set_data below: one whole parameter beyond full_ at a time
       full_.narrow(0, offsets_[i], p.numel()).copy_(p.detach().reshape(-1));
       p.set_data(full_.narrow(0, offsets_[i], p.numel()).view(p.sizes()));
       // FSDP1's FlatParameter requires grad as a whole: frozen weights get gradients too.
       p.requires_grad_(true);
     }
-    shard_ = torch::zeros({comm::shard_numel(numel_, n)}, fp32);  // [ceil(N/n)]
+    shard_ = torch::zeros({comm::shard_numel(numel_, n)}, fp32_);  // [ceil(N/n)]
     shard_.narrow(0, 0, range_.size()).copy_(full_.narrow(0, range_.begin, range_.size()));
     shard_grad_ = torch::zeros_like(shard_);
     gather_alias_ = storage_alias(full_);
@@ -74,7 +94,7 @@ class FlatUnit : public ShardedUnit {
     state_ = GatherState::Released;
   }
   void prepare_grads() override {
-    full_grad_ = torch::zeros({numel_});  // [N]: the whole flat buffer gets a gradient
+    full_grad_ = torch::zeros({numel_}, fp32_);  // [N]: the whole flat buffer gets a gradient
     for (size_t i = 0; i < params_.size(); ++i) {
       auto& p = params_[i].second;
       p.mutable_grad() = full_grad_.narrow(0, offsets_[i], p.numel()).view(p.sizes());
@@ -124,6 +144,7 @@ class FlatUnit : public ShardedUnit {
   int64_t numel_ = 0;
   comm::ShardRange range_;
   torch::Tensor full_, gather_alias_, shard_, shard_grad_, full_grad_, rs_out_;
+  torch::TensorOptions fp32_;  // float32 on the parameters' device
   comm::WorkPtr work_, rs_work_;
   GatherState state_ = GatherState::Gathered;
 };
@@ -136,8 +157,11 @@ class PerParamUnit : public ShardedUnit {
       : comm_(std::move(comm)) {
     torch::NoGradGuard no_grad;
     const int n = comm_->size(), r = comm_->rank();
+    // Where the parameters get their values (materialise may move them to the GPU).
+    fp32_ = torch::TensorOptions().dtype(torch::kFloat).device(comm_->scalar_device());
     for (auto& [name, p] : params) {
       if (materialise) materialise(name, p);
+      fp32_ = fp32_.device(p.device());
       Entry e;
       e.name = name;
       e.param = p;
@@ -152,7 +176,7 @@ class PerParamUnit : public ShardedUnit {
                        p.storage().use_count() == 1;
       if (!own) p.set_data(p.detach().clone().contiguous());
       e.alias = storage_alias(p);
-      e.shard = torch::zeros({e.rows, e.rest});  // [ceil(d0/n), rest], zero padded
+      e.shard = torch::zeros({e.rows, e.rest}, fp32_);  // [ceil(d0/n), rest], zero padded
       const auto valid = comm::shard_range(e.d0, n, r);
       if (valid.size() > 0)
         e.shard.narrow(0, 0, valid.size())
@@ -176,8 +200,8 @@ class PerParamUnit : public ShardedUnit {
     // copy-in: this rank's shards back to back, [S]
     std::vector<torch::Tensor> parts;
     for (auto& e : entries_) parts.push_back(e.shard.reshape(-1));
-    send_ = parts.empty() ? torch::zeros({0}) : torch::cat(parts);
-    recv_ = torch::empty({comm_->size() * gather_numel_});  // [n * S]
+    send_ = parts.empty() ? torch::zeros({0}, fp32_) : torch::cat(parts);
+    recv_ = torch::empty({comm_->size() * gather_numel_}, fp32_);  // [n * S]
     work_ = comm_->all_gather_async(send_, recv_);
     state_ = GatherState::Gathering;
   }
@@ -211,18 +235,18 @@ class PerParamUnit : public ShardedUnit {
     if (grad_numel_ == 0) return;
     const int n = comm_->size();
     // copy-in: [n, S_t], rank q's segment holds rows [q*rows, (q+1)*rows) of every gradient
-    packed_ = torch::zeros({n, grad_numel_});
+    packed_ = torch::zeros({n, grad_numel_}, fp32_);
     for (auto& e : entries_) {
       if (!e.trainable) continue;
       auto g = e.param.grad();
       if (g.defined()) {
-        auto padded = torch::zeros({n * e.rows, e.rest});
+        auto padded = torch::zeros({n * e.rows, e.rest}, fp32_);
         padded.narrow(0, 0, e.d0).copy_(g.reshape({e.d0, e.rest}));
         packed_.narrow(1, e.grad_offset, e.rows * e.rest).copy_(padded.view({n, e.rows * e.rest}));
       }
       e.param.mutable_grad() = torch::Tensor();  // the full gradient is freed right away
     }
-    rs_out_ = torch::empty({grad_numel_});
+    rs_out_ = torch::empty({grad_numel_}, fp32_);
     rs_work_ = comm_->reduce_scatter_async(packed_.view({-1}), rs_out_, comm::ReduceOp::Avg);
   }
   void finish_grads() override {
@@ -283,6 +307,7 @@ class PerParamUnit : public ShardedUnit {
   std::shared_ptr<comm::Communicator> comm_;
   std::vector<Entry> entries_;
   int64_t gather_numel_ = 0, grad_numel_ = 0;
+  torch::TensorOptions fp32_;  // float32 on the parameters' device
   torch::Tensor send_, recv_, packed_, rs_out_;
   comm::WorkPtr work_, rs_work_;
   GatherState state_ = GatherState::Gathered;

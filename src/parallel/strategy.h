@@ -65,6 +65,9 @@ struct StrategyOptions {
   model::ModelConfig model;
   model::LoraConfig lora;
   uint64_t seed = 0;
+  // Where the model, its gradients and every step tensor live. Weights are drawn on the CPU
+  // generator and then moved, so the same seed gives the same weights on every device.
+  torch::Device device{torch::kCPU};
   model::Precision precision = model::Precision::fp32;  // compute; master weights fp32
   double bucket_mb = 25.0;                          // ddp
   std::shared_ptr<comm::Communicator> dp_comm;      // data-parallel group (the mesh's dp axis)

@@ -4,13 +4,20 @@
 #include <torch/version.h>
 
 #include "common/clock.h"
+#include "model/init.h"
 #include "model/lora.h"
+#if defined(HLP_HAVE_CUDA)
+#include "comm/cuda_timing.h"
+#endif
 
 namespace hlp::parallel {
 
 model::HybridLM build_model(const StrategyOptions& options, model::Values values) {
   model::HybridLM lm(options.model, options.seed, values);
   model::apply_lora(lm, options.lora);
+  // Drawn values: drawn on the CPU generator, then moved (a no-op on the CPU). Deferred values:
+  // each parameter is moved when it gets its values (materialise_on_device).
+  if (values == model::Values::drawn) lm->to(options.device);
   lm->train();
   return lm;
 }
@@ -30,22 +37,44 @@ ComputeTimer::ComputeTimer(double& seconds)
     : seconds_(seconds), start_s_(now_s()), blocked_start_s_(blocked_s()) {}
 
 ComputeTimer::~ComputeTimer() {
+#if defined(HLP_HAVE_CUDA)
+  // CUDA runs: the phase ends when its kernels have run, and the compute stream's waits for
+  // the communication streams are settled into blocked_s() (comm/cuda_timing.h). CPU: no-op.
+  comm::synchronize_timed_device();
+#endif
   seconds_ += (now_s() - start_s_) - (blocked_s() - blocked_start_s_);
 }
 
 double dp_mean(comm::Communicator* dp_comm, double local_mean) {
   if (!dp_comm || dp_comm->size() == 1) return local_mean;
-  at::Tensor v = at::full({1}, local_mean, at::kDouble);
+  at::Tensor v = at::full({1}, local_mean, scalar_options_for(*dp_comm, at::kDouble));
   dp_comm->all_reduce(v, comm::ReduceOp::Avg);
   return v.item<double>();
 }
 
 double local_grad_sq(const std::vector<OptimSlot>& slots) {
-  double sum = 0.0;
-  for (const auto& s : slots)
-    if (s.grad.numel() > 0) sum += s.grad.to(at::kDouble).pow(2).sum().item<double>();
-  return sum;
+  // Summed on the gradients' device in float64, in slot order (the same additions as a host
+  // loop, so CPU results are unchanged), with one host read at the end instead of one per slot.
+  at::Tensor sum;
+  for (const auto& s : slots) {
+    if (s.grad.numel() == 0) continue;
+    at::Tensor sq = s.grad.to(at::kDouble).pow(2).sum();
+    sum = sum.defined() ? sum + sq : sq;
+  }
+  return sum.defined() ? sum.item<double>() : 0.0;
 }
+
+void materialise_on_device(const std::string& name, const torch::Tensor& param, uint64_t seed,
+                           const torch::Device& device) {
+  model::materialise_parameter(name, param, seed);  // CPU generator, as with Values::drawn
+  if (param.device() != device) param.set_data(param.detach().to(device));
+}
+
+at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarType dtype) {
+  return at::TensorOptions().dtype(dtype).device(comm.scalar_device());
+}
+
+at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
 
 namespace {
 

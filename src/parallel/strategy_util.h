@@ -17,7 +17,8 @@ namespace hlp::parallel {
 
 // The whole model with LoRA applied (deterministic in (seed, parameter name)). With
 // Values::deferred only the LoRA factors hold values; the caller materialises every other
-// parameter (model/init.h) one at a time and keeps its part of it.
+// parameter (materialise_on_device below) one at a time and keeps its part of it. Drawn models
+// are moved to options.device; deferred ones stay on the CPU until materialised.
 model::HybridLM build_model(const StrategyOptions& options,
                             model::Values values = model::Values::drawn);
 
@@ -45,6 +46,18 @@ double dp_mean(comm::Communicator* dp_comm, double local_mean);
 
 // Sum of squares of the slots' gradients (float64 accumulation).
 double local_grad_sq(const std::vector<OptimSlot>& slots);
+
+// Gives a deferred parameter its values (model/init.h, drawn on the CPU generator: the same
+// values on every device) and then moves it to `device`. A no-op move on the CPU.
+void materialise_on_device(const std::string& name, const torch::Tensor& param, uint64_t seed,
+                           const torch::Device& device);
+
+// Options for a small bookkeeping tensor (loss, norm, stage table) sent over `comm`: on the
+// CPU for MPI, on the communicator's GPU for NCCL (Communicator::scalar_device()).
+at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarType dtype);
+
+// The values of t on the host (t itself when it already is a CPU tensor).
+at::Tensor to_host(const at::Tensor& t);
 
 // Reduced-precision compute with fp32 master weights for the scope (fp32: no-op).
 //   CUDA tensors: CUDA autocast to model::autocast_dtype(precision) (bf16 or fp16).

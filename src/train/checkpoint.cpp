@@ -49,9 +49,15 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
   if (ec) throw user_error("--checkpoint-dir: cannot create '", sdir, "': ", ec.message());
   const std::string stem = rank_stem(sdir, world.rank());
 
+  // Host copies: a checkpoint does not depend on the device it was written from (a CPU run
+  // resumes on a GPU and back; load_checkpoint copies into whatever device the slots are on).
+  auto host_copy = [](const at::Tensor& t) {
+    return t.device().is_cpu() ? t.detach().clone() : t.detach().to(at::kCPU);
+  };
   std::vector<at::Tensor> tensors;
-  for (const auto& slot : optimizer.slots()) tensors.push_back(slot.param.detach().clone());
-  for (const auto& t : optimizer.state_tensors()) tensors.push_back(t);
+  for (const auto& slot : optimizer.slots()) tensors.push_back(host_copy(slot.param));
+  for (const auto& t : optimizer.state_tensors())
+    tensors.push_back(t.device().is_cpu() ? t : host_copy(t));
   tensors.push_back(at::detail::getDefaultCPUGenerator().get_state());
   torch::save(tensors, stem + ".pt.tmp");
   {

@@ -16,6 +16,7 @@ struct TrainConfig {
   int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
   double bucket_mb = 25.0;            // DDP gradient bucket size
   double comm_timeout_s = 300.0;
+  std::string comm = "auto";        // auto|nccl|mpi: auto = nccl on CUDA, mpi on CPU (train/device.h)
 
   // model
   std::string model = "tiny";
@@ -56,6 +57,7 @@ struct TrainConfig {
   std::string precision = "fp32";   // fp32|bf16|fp16
   double loss_scale_init = 65536.0;  // fp16: first dynamic loss scale (train/loss_scaler.h)
   int loss_scale_growth_interval = 2000;  // fp16: clean steps before the scale doubles
+  std::string device = "auto";      // auto|cpu|cuda: auto = cuda when usable, else cpu (train/device.h)
   uint64_t seed = 1234;
   int threads = 0;                  // compute threads per rank (every pool); 0 = auto (thread_pools.h)
   int eval_every = 0;               // 0 = no eval loss

@@ -20,6 +20,12 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/data_options.h"
+#include "train/device.h"
+#include "comm/mpi_communicator.h"
+#if defined(HLP_HAVE_CUDA)
+#include "comm/cuda_timing.h"
+#include "comm/nccl_communicator.h"
+#endif
 #include "train/hf_weights.h"
 #include "model/hf/config_json.h"
 #include "model/hf/peft.h"
@@ -68,12 +74,24 @@ std::string non_finite_message(int64_t step, double loss, double grad_norm) {
                    : "gradient norm is " + text(grad_norm) + " (loss " + text(loss) + ")");
 }
 
-// [rows, T+1] tokens -> M micro-batches of inputs [B, T] and targets [B, T] (shifted by one).
+// [rows, T+1] tokens -> M micro-batches of inputs [B, T] and targets [B, T] (shifted by one),
+// on `device`. On a GPU the tokens go through a pinned host buffer with a non-blocking copy:
+// the host does not wait for the transfer (the caching host allocator keeps the buffer until
+// the copy has run), so the step never waits on the loader's memory.
 std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
-                                                   const BatchSplit& split) {
-  auto all = torch::from_blob(const_cast<int64_t*>(batch.tokens.data()),
-                              {batch.rows, batch.cols}, torch::kLong)
-                 .clone();
+                                                   const BatchSplit& split,
+                                                   const torch::Device& device) {
+  auto tokens = torch::from_blob(const_cast<int64_t*>(batch.tokens.data()),
+                                 {batch.rows, batch.cols}, torch::kLong);
+  torch::Tensor all;
+  if (device.is_cpu()) {
+    all = tokens.clone();
+  } else {
+    torch::Tensor pinned = torch::empty({batch.rows, batch.cols},
+                                        torch::TensorOptions().dtype(torch::kLong).pinned_memory(true));
+    pinned.copy_(tokens);
+    all = pinned.to(device, /*non_blocking=*/true);
+  }
   const int64_t T = batch.cols - 1;
   std::vector<parallel::MicroBatch> out;
   for (int m = 0; m < split.micro_batches; ++m) {
@@ -97,9 +115,33 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   TrainOutcome outcome;
   outcome.threads = bound_thread_pools(
       c.threads > 0 ? c.threads : default_threads(launcher_local_ranks()));
+  // Device and communication backend. `world` stays the MPI communicator for control (stop
+  // flag, checkpoints, adapter gathers); the mesh, and with it every strategy collective, runs
+  // on NCCL when that is the backend.
+  auto* mpi_world = dynamic_cast<comm::MpiCommunicator*>(world.get());
+  std::optional<DeviceInfo> selected;
+  if (!hooks.device) {
+    MPI_Comm dup;
+    MPI_Comm_dup(mpi_world ? mpi_world->mpi_comm() : MPI_COMM_WORLD, &dup);
+    selected = select_device(c.device, dup);
+    MPI_Comm_free(&dup);
+  }
+  const DeviceInfo& device = hooks.device ? *hooks.device : *selected;
+  outcome.comm_backend = resolve_comm(c.comm, device);
+  std::shared_ptr<comm::Communicator> compute_world = world;
+#if defined(HLP_HAVE_CUDA)
+  if (outcome.comm_backend == "nccl") {
+    if (!mpi_world) throw std::logic_error("train: the NCCL backend bootstraps over MPI");
+    compute_world = comm::NcclCommunicator::create(*mpi_world, device.device.index(),
+                                                   world->options());
+    compute_world->set_observer(world->observer());
+  }
+  // Phase timers synchronise this GPU at their ends (comm/cuda_timing.h); -1 on CPU runs.
+  comm::set_timed_cuda_device(device.device.is_cuda() ? device.device.index() : -1);
+#endif
   // The dp x pp x tp mesh (collective). Data parallelism runs over its dp axis; the pp and tp
   // partners of one dp rank read the same rows (the loader is indexed by the dp coordinate).
-  auto mesh = std::make_shared<parallel::Mesh>(world, c.tp, c.pp);
+  auto mesh = std::make_shared<parallel::Mesh>(compute_world, c.tp, c.pp);
   const int dp = mesh->shape().dp, dp_rank = mesh->coord().dp;
   const BatchSplit split = split_batch(c, dp);
 
@@ -131,10 +173,11 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   so.model.activation_checkpointing = c.activation_checkpointing;
   so.model.kernels = model::parse_kernels(c.kernels);
   so.model.attn_impl = model::parse_attn_impl(c.attn_impl);
-  model::resolve_attn_impl(so.model.attn_impl, torch::kCPU);  // an impossible sdpa fails here, on every rank
+  model::resolve_attn_impl(so.model.attn_impl, device.device);  // an impossible sdpa fails here, on every rank
   so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   if (!c.load_adapter.empty()) so.lora = model::hf::read_peft_config(c.load_adapter, so.lora);
   so.seed = c.seed;
+  so.device = device.device;
   so.precision = model::parse_precision(c.precision);
   so.bucket_mb = c.bucket_mb;
   so.dp_comm = mesh->dp_comm();
@@ -179,7 +222,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     eval_options.seed = c.seed ^ 0x5eedea1ull;
     eval_options.loader_threads = 1;
     data::Loader eval_loader(eval_options, dp_rank, dp);
-    eval_micro = to_micro_batches(eval_loader.next(), split);
+    eval_micro = to_micro_batches(eval_loader.next(), split, device.device);
   }
 
   AdamWOptions adam;
@@ -265,7 +308,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       batch = loader->next();
     }
     r.data_wait_s = loader->last_wait_s();
-    auto micro = to_micro_batches(batch, split);
+    auto micro = to_micro_batches(batch, split, device.device);
 
     strategy->zero_grad();
     r.loss_scale = scaler.scale();

@@ -61,6 +61,7 @@ struct TrainOutcome {
   int64_t skipped_steps = 0;  // fp16: steps whose update was skipped (gradient overflow)
   ThreadPools threads;  // the pools as bounded for this run
   std::string strategy_name;
+  std::string comm_backend;  // "mpi" | "nccl": what the strategy's collectives ran on
   parallel::HeldBytes held;
   int64_t optimizer_bytes = 0;
   int64_t params_total = 0, params_trainable = 0;
@@ -69,8 +70,13 @@ struct TrainOutcome {
   std::optional<metrics::PipelineInfo> pipeline;
 };
 
+struct DeviceInfo;
+
 struct TrainHooks {
   metrics::Recorder* recorder = nullptr;
+  // The device this rank computes on, already selected (train/device.h); nullptr = train()
+  // selects it from config.device itself (collective over world).
+  const DeviceInfo* device = nullptr;
   // Called on every rank once the strategy is built (model info for the result file).
   // After the strategy is built, before the first step; `activation` is the probe's profile
   // (activation_model.h; empty kinds when the allocator counter is not installed).

@@ -96,6 +96,26 @@ TEST_CASE("staging buffers alias contiguous tensors and copy strided ones", "[co
   CHECK(at::equal(strided, at::arange(0, 120, 20, at::kFloat)));
 }
 
+TEST_CASE("staging: CPU tensors stay on plain host memory; only GPU tensors get pinned buffers",
+          "[comm][staging]") {
+  // The CUDA half (pinned buffers, device<->host copies) needs a CUDA LibTorch and a GPU; here
+  // the CPU half: no pinning, no copy for a contiguous CPU tensor, a fresh host tensor otherwise.
+  at::Tensor x = at::arange(6, at::kFloat);
+  CHECK(host_output_buffer(x).is_same(x));
+  at::Tensor strided = at::arange(12, at::kFloat).view({6, 2}).select(1, 0);
+  at::Tensor out = host_output_buffer(strided);
+  CHECK_FALSE(out.is_same(strided));
+  CHECK(out.is_contiguous());
+  CHECK(out.device().is_cpu());
+  CHECK(out.sizes() == strided.sizes());
+  const at::TensorOptions host = host_options(x.options());
+  CHECK(host.device().is_cpu());
+  CHECK_FALSE(host.pinned_memory());
+  const at::TensorOptions from_gpu = host_options(x.options().device(at::kCUDA, 0));
+  CHECK(from_gpu.device().is_cpu());
+  CHECK(from_gpu.pinned_memory());
+}
+
 TEST_CASE("padded_reduce_input pads with zeros to n * ceil(N/n)", "[comm][staging]") {
   at::Tensor x = at::arange(1, 11, at::kLong);  // 10 elements
   at::Tensor padded = padded_reduce_input(x, 4);

@@ -210,10 +210,11 @@ void SafetensorsFile::read_region(const std::string& name, const Region& region,
               "read_region: destination must be contiguous with the region's element count");
   if (is_int) TORCH_CHECK(dest.scalar_type() == torch::kLong, "I64 tensors read into int64 only");
 
-  // Float32 staging only when the destination is not float32 already.
-  torch::Tensor out = (is_int || dest.scalar_type() == torch::kFloat)
-                          ? dest
-                          : torch::empty({region.numel()}, torch::kFloat);
+  // Host staging only when the destination is not a float32 (int64) CPU tensor already; a GPU
+  // destination gets the region through a host buffer and one copy.
+  const bool direct = dest.device().is_cpu() && (is_int || dest.scalar_type() == torch::kFloat);
+  torch::Tensor out =
+      direct ? dest : torch::empty({region.numel()}, is_int ? torch::kLong : torch::kFloat);
   const int64_t elem = safetensors_dtype_size(e.dtype);
   const uint8_t* base = map_ + data_start_ + e.begin;
   // Row-major strides of the stored tensor, in elements.
