@@ -31,10 +31,11 @@ Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, model::P
                 bool with_backward, const MemoryProbe& memory) {
   // Gradients live across steps in every strategy: allocate them before measuring.
   for (auto& p : part->parameters())
-    if (p.requires_grad()) p.mutable_grad() = torch::zeros_like(p);
+    if (p.requires_grad()) p.mutable_grad() = torch::zeros_like(p);  // on p's device
   auto generator = at::make_generator<at::CPUGeneratorImpl>(/*seed=*/12345);
-  auto x = torch::randn({B, t, part->config().hidden}, generator).requires_grad_(true);
-  auto targets = torch::zeros({B, t}, torch::kLong);
+  const torch::Device device = part->parameters().front().device();
+  auto x = torch::randn({B, t, part->config().hidden}, generator).to(device).requires_grad_(true);
+  auto targets = torch::zeros({B, t}, torch::TensorOptions(torch::kLong).device(device));
 
   Probe probe;
   const int64_t before = memory.current_bytes();
@@ -74,7 +75,7 @@ double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
                                     int64_t seq_len, model::Precision precision,
-                                    bool every_parameter_trains,
+                                    bool every_parameter_trains, const c10::Device& device,
                                     const MemoryProbe& memory) {
   ActivationProfile profile;
   profile.micro_batch = micro_batch;
@@ -111,6 +112,7 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
         model::apply_lora(part, lora);
         if (every_parameter_trains)
           for (auto& p : part->parameters()) p.requires_grad_(true);
+        part->to(device);  // drawn on the CPU, like the run's parameters
         part->train();
         const Probe p = run_probe(part, head, micro_batch, t, precision, !checkpointing, memory);
         if (checkpointing) {

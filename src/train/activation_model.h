@@ -17,6 +17,8 @@
 // in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
 // min(M, p - stage) for 1F1B, M for GPipe. Tensor parallelism is not modelled (NaN).
 // A naive-attention run is quadratic in T: its A / S kinds are probed at the run's T itself.
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -58,7 +60,7 @@ struct MemoryProbe {
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
                                     int64_t seq_len, model::Precision precision,
-                                    bool every_parameter_trains,
+                                    bool every_parameter_trains, const c10::Device& device,
                                     const MemoryProbe& memory);
 
 // The rank's predicted activation peak for blocks [first_block, end_block), the embedding and

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "data/loader.h"
 #include "metrics/cpu_allocator_counter.h"
+#include "metrics/cuda_memory.h"
 #include "metrics/recorder.h"
 #include "model/config.h"
 #include "model/lora_config.h"
@@ -254,13 +255,21 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   // compose for this rank's layers and the micro-batches it holds at once.
   ActivationProfile activation;
   double activation_predicted = std::nan("");
-  if (metrics::CpuAllocatorCounter::installed()) {
-    const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
-                            [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
-                            [] { metrics::CpuAllocatorCounter::reset_peak(); }};
+  const bool probe_on_cuda = device.device.is_cuda() && metrics::cuda_memory_available();
+  if (probe_on_cuda || (device.device.is_cpu() && metrics::CpuAllocatorCounter::installed())) {
+    // the probe runs on the run's device and reads that device's allocator
+    const int cuda_index = device.device.is_cuda() ? device.device.index() : -1;
+    const MemoryProbe probe =
+        probe_on_cuda
+            ? MemoryProbe{[=] { return metrics::cuda_memory_stats(cuda_index).current_bytes; },
+                          [=] { return metrics::cuda_memory_stats(cuda_index).peak_bytes; },
+                          [=] { metrics::cuda_reset_peak(cuda_index); }}
+            : MemoryProbe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
+                          [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
+                          [] { metrics::CpuAllocatorCounter::reset_peak(); }};
     // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
     activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.precision,
-                                   strategy->name() == "fsdp", probe);
+                                   strategy->name() == "fsdp", device.device, probe);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
     if (mesh->shape().tp == 1) {
       const double working_set = double(strategy->working_set_bytes());
