@@ -1,6 +1,10 @@
 #include "model/checkpoint.h"
 
+#include "model/half_emulation.h"
+
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
 
 #include <mutex>
 
@@ -12,9 +16,45 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // What backward needs besides the saved input: the function and the RNG state at forward.
+// The precision context of the forward (thread-local), which the recompute in backward must see
+// again: strategies leave autocast before backward, as torch.utils.checkpoint expects too.
+struct PrecisionContext {
+  bool cpu_autocast = false, cuda_autocast = false, half_emulation = false;
+  at::ScalarType cpu_dtype = at::kBFloat16, cuda_dtype = at::kHalf;
+
+  static PrecisionContext current() {
+    PrecisionContext p;
+    p.cpu_autocast = at::autocast::is_cpu_enabled();
+    p.cpu_dtype = at::autocast::get_autocast_cpu_dtype();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    p.cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);
+    p.cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    p.cuda_autocast = at::autocast::is_enabled();
+    p.cuda_dtype = at::autocast::get_autocast_gpu_dtype();
+#endif
+    p.half_emulation = half_emulation_enabled();
+    return p;
+  }
+  void apply() const {
+    at::autocast::set_cpu_enabled(cpu_autocast);
+    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, cuda_autocast);
+    at::autocast::set_autocast_dtype(at::kCUDA, cuda_dtype);
+#else
+    at::autocast::set_enabled(cuda_autocast);
+    at::autocast::set_autocast_gpu_dtype(cuda_dtype);
+#endif
+  }
+};
+
+// What backward needs besides the saved input: the function, the RNG state and the precision
+// context at forward.
 struct CheckpointState : torch::CustomClassHolder {
   BlockFunction fn;
   torch::Tensor rng_state;
+  PrecisionContext precision;
   bool input_requires_grad = false;
 };
 
@@ -35,6 +75,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
                                c10::intrusive_ptr<CheckpointState> state) {
     state->rng_state = cpu_rng_state();
+    state->precision = PrecisionContext::current();
     torch::Tensor y;
     {
       torch::NoGradGuard no_grad;
@@ -54,7 +95,13 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     torch::Tensor y;
     {
       torch::AutoGradMode grad_on(true);
+      const PrecisionContext outside = PrecisionContext::current();
+      state->precision.apply();
+      HalfEmulationGuard half(state->precision.half_emulation);
       y = state->fn(x);
+      outside.apply();
+      if (state->precision.cpu_autocast || state->precision.cuda_autocast)
+        at::autocast::clear_cache();  // the recompute's cached casts of the weights
     }
     set_cpu_rng_state(rng_now);
     if (y.requires_grad()) torch::autograd::backward({y}, {grad_outputs[0]});
