@@ -55,6 +55,19 @@ Figure scaling(const std::vector<ConfigRow>& rows, const std::string& dir) {
   return fig;
 }
 
+// The rows of a context-length figure: world size and checkpointing become series, not slices
+// (a context sweep compares them); one line per strategy, world size and checkpointing.
+std::vector<const ConfigRow*> context_slice(const std::vector<ConfigRow>& rows) {
+  std::vector<std::string> cols;
+  for (const auto& c : kModelSlice)
+    if (c != "act_ckpt") cols.push_back(c);
+  return best_slice(all_rows(rows), cols, "seq_len");
+}
+
+std::string context_series_name(const ConfigRow& r) {
+  return label(r) + (r.value("act_ckpt") == "true" ? " +ckpt" : "");
+}
+
 Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool memory) {
   Figure fig = memory
       ? make_figure("context_memory", "Peak memory vs context length",
@@ -64,15 +77,8 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
       : make_figure("context_throughput", "Throughput vs context length",
                "Global tokens/s (median after warm-up) against the sequence length, one line "
                "per strategy, world size and activation checkpointing (+ckpt).");
-  // world size and checkpointing become series, not slices: a context sweep compares them
-  std::vector<std::string> cols;
-  for (const auto& c : kModelSlice)
-    if (c != "act_ckpt") cols.push_back(c);
-  const auto slice = best_slice(all_rows(rows), cols, "seq_len");
-  auto name_of = [](const ConfigRow& r) {
-    return label(r) + (r.value("act_ckpt") == "true" ? " +ckpt" : "");
-  };
-  auto series = series_by(slice, "seq_len", name_of, [memory](const ConfigRow& r) {
+  const auto slice = context_slice(rows);
+  auto series = series_by(slice, "seq_len", context_series_name, [memory](const ConfigRow& r) {
     return memory ? r.peak_bytes_max / kMiB : r.median(schema::kTokensPerS);
   });
   series.erase(std::remove_if(series.begin(), series.end(),
@@ -105,14 +111,8 @@ Figure context_activation(const std::vector<ConfigRow>& rows, const std::string&
       "after warm-up, max over ranks) divided by the activation peak hlp-train predicted before "
       "the first step from its per-layer-kind probe at T = 128 and 256 "
       "(`activation_predicted_bytes`), against the sequence length; 1 = predicted exactly.");
-  std::vector<std::string> cols;
-  for (const auto& c : kModelSlice)
-    if (c != "act_ckpt") cols.push_back(c);
-  const auto slice = best_slice(all_rows(rows), cols, "seq_len");
-  auto name_of = [](const ConfigRow& r) {
-    return label(r) + (r.value("act_ckpt") == "true" ? " +ckpt" : "");
-  };
-  auto series = series_by(slice, "seq_len", name_of, [](const ConfigRow& r) {
+  const auto slice = context_slice(rows);
+  auto series = series_by(slice, "seq_len", context_series_name, [](const ConfigRow& r) {
     return r.median(schema::kActivationBytes) / r.median(schema::kActivationPredicted);
   });
   series.erase(std::remove_if(series.begin(), series.end(),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "common/clock.h"
 #include "metrics/torch_info.h"
@@ -13,6 +14,25 @@ namespace hlp::metrics {
 
 std::string libtorch_version() { return TORCH_VERSION; }
 
+namespace {
+
+// Best wall time of `run` over repeated calls for `seconds` (at least 3 calls), and the calls.
+template <typename F>
+std::pair<double, int> best_time_s(F&& run, double seconds) {
+  double best_s = 1e30;
+  int runs = 0;
+  const double deadline = hlp::now_s() + seconds;
+  do {
+    const double t0 = hlp::now_s();
+    run();
+    best_s = std::min(best_s, hlp::now_s() - t0);
+    ++runs;
+  } while (hlp::now_s() < deadline || runs < 3);
+  return {best_s, runs};
+}
+
+}  // namespace
+
 PeakFlops measure_cpu_peak_flops(double seconds, int64_t n) {
   if (n < 64) n = 64;
   at::Tensor a = at::rand({n, n}, at::kFloat);
@@ -20,15 +40,7 @@ PeakFlops measure_cpu_peak_flops(double seconds, int64_t n) {
   at::Tensor c = at::empty({n, n}, at::kFloat);
   at::mm_out(c, a, b);  // warm-up: BLAS thread pool, page faults
   const double flop = 2.0 * static_cast<double>(n) * n * n;
-  double best_s = 1e30;
-  int runs = 0;
-  const double deadline = hlp::now_s() + seconds;
-  do {
-    const double t0 = hlp::now_s();
-    at::mm_out(c, a, b);
-    best_s = std::min(best_s, hlp::now_s() - t0);
-    ++runs;
-  } while (hlp::now_s() < deadline || runs < 3);
+  const auto [best_s, runs] = best_time_s([&] { at::mm_out(c, a, b); }, seconds);
   PeakFlops p;
   p.flops_per_s = flop / best_s;
   std::ostringstream os;
@@ -52,15 +64,7 @@ PeakFlops measure_cuda_peak_flops(int device_index, bool bf16, double seconds, i
   };
   run_batch();  // warm-up: cuBLAS handle, kernel selection
   const double flop = 2.0 * static_cast<double>(n) * n * n * kBatch;
-  double best_s = 1e30;
-  int runs = 0;
-  const double deadline = hlp::now_s() + seconds;
-  do {
-    const double t0 = hlp::now_s();
-    run_batch();
-    best_s = std::min(best_s, hlp::now_s() - t0);
-    ++runs;
-  } while (hlp::now_s() < deadline || runs < 3);
+  const auto [best_s, runs] = best_time_s(run_batch, seconds);
   PeakFlops p;
   p.flops_per_s = flop / best_s;
   std::ostringstream os;

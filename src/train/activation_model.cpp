@@ -137,9 +137,8 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
 }
 
 double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
-                                int64_t first_block, int64_t end_block, bool has_embedding,
-                                bool has_head, int64_t in_flight) {
-  (void)has_embedding;  // the embedding output and a later stage's input are the same [B, T, D]
+                                int64_t first_block, int64_t end_block, bool has_head,
+                                int64_t in_flight) {
   const bool checkpointing = config.activation_checkpointing;
   double held = profile.input_bytes;  // per micro-batch in flight
   double working = 0;                 // the largest extra working set of one backward

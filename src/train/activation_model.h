@@ -63,10 +63,10 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
                                     bool every_parameter_trains, const c10::Device& device,
                                     const MemoryProbe& memory);
 
-// The rank's predicted activation peak for blocks [first_block, end_block), the embedding and
-// the head where it holds them, with `in_flight` micro-batches alive at once.
+// The rank's predicted activation peak for blocks [first_block, end_block) and the head where
+// it holds it (the embedding's output and a later stage's input are the same [B, T, D] input), with `in_flight` micro-batches alive at once.
 double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
-                                int64_t first_block, int64_t end_block, bool has_embedding,
-                                bool has_head, int64_t in_flight);
+                                int64_t first_block, int64_t end_block, bool has_head,
+                                int64_t in_flight);
 
 }  // namespace hlp::train

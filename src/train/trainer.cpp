@@ -280,10 +280,10 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                                       ? split.micro_batches
                                       : std::min<int64_t>(split.micro_batches, pp - stage);
         activation_predicted = working_set + predict_activation_bytes(
-            activation, so.model, first[size_t(stage)], end, stage == 0, stage == pp - 1, in_flight);
+            activation, so.model, first[size_t(stage)], end, stage == pp - 1, in_flight);
       } else {
         activation_predicted = working_set + predict_activation_bytes(
-            activation, so.model, 0, so.model.num_layers(), true, true, 1);
+            activation, so.model, 0, so.model.num_layers(), true, 1);
       }
     }
   }

@@ -11,21 +11,8 @@ printf 'steps = many\n' > "$tmp/badvalue.ini"
 fail=0
 
 # expect NAME EXPECTED_SUBSTRING -- command...
-expect() {
-  local name=$1 want=$2; shift 3
-  local rc
-  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-  local lines; lines=$(grep -c . "$tmp/err")
-  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
-    echo "FAIL $name: exit code $rc (want non-zero, no timeout)"; fail=1
-  elif [ "$lines" -ne 1 ]; then
-    echo "FAIL $name: $lines stderr lines (want exactly 1):"; cat "$tmp/err"; fail=1
-  elif ! grep -q -- "$want" "$tmp/err"; then
-    echo "FAIL $name: stderr lacks '$want':"; cat "$tmp/err"; fail=1
-  else
-    echo "ok   $name: $(cat "$tmp/err")"
-  fi
-}
+source "$(dirname "$0")/expect_one_line_error.sh"
+expect() { local name=$1; shift; expect_one_line_error "$name" nonzero "$@"; }
 
 for launch in "" "$MPIEXEC -n 2"; do
   tag=${launch:+mpi2-}

@@ -14,21 +14,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 # expect NAME WANT_RC EXPECTED_SUBSTRING -- command...
-expect() {
-  local name=$1 want_rc=$2 want=$3; shift 4
-  local rc
-  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-  local lines; lines=$(grep -c . "$tmp/err")
-  if [ "$rc" -ne "$want_rc" ]; then
-    echo "FAIL $name: exit code $rc (want $want_rc)"; cat "$tmp/err"; fail=1
-  elif [ "$lines" -ne 1 ]; then
-    echo "FAIL $name: $lines stderr lines (want exactly 1):"; cat "$tmp/err"; fail=1
-  elif ! grep -q -- "$want" "$tmp/err"; then
-    echo "FAIL $name: stderr lacks '$want':"; cat "$tmp/err"; fail=1
-  else
-    echo "ok   $name: $(cat "$tmp/err")"
-  fi
-}
+source "$(dirname "$0")/expect_one_line_error.sh"
+expect() { expect_one_line_error "$@"; }
 
 for launch in "" "$MPIEXEC -n 2"; do
   tag=${launch:+mpi2-}
