@@ -2,6 +2,7 @@
 #   make run    install deps, build, run the local sweep (jobs/local.ini) -> results/ -> report/
 #   make test   install deps, build, run the whole ctest suite (unit + MPI + end-to-end)
 #   make deps   apt-get install every Debian package HLP needs (only what is missing)
+#   make test-debian13 / test-debian13-cuda   the suite on Debian 13 / LibTorch 2.6 (CPU / CUDA)
 #   make bench  build and run the benchmarks (communication, data, model, strategies)
 SHELL := /bin/bash
 BUILD_DIR ?= build
@@ -25,7 +26,8 @@ export CCACHE_MAXSIZE := 5G
 # relative paths in the cache key: a fresh clone elsewhere reuses what an earlier build compiled
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps build test run bench clean torch2-check gpu-bundle gpu-check
+.PHONY: all deps build build-run test run bench clean torch2-check gpu-bundle gpu-check \
+  test-debian13 test-debian13-cuda
 
 all: build
 
@@ -47,6 +49,11 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# What `make run` executes and nothing more: no test or benchmark target is compiled.
+RUN_TARGETS := hlp-train hlp-analyze hlp-sweep
+build-run: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(RUN_TARGETS)
+
 test: deps
 	$(MAKE) build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_FLAGS)
@@ -54,7 +61,7 @@ test: deps
 # The local sweep: every configuration of jobs/local.ini through mpiexec on this machine, one
 # progress line each, then hlp-analyze -> report/index.md. No Slurm needed.
 run: deps
-	$(MAKE) build
+	$(MAKE) build-run
 	$(BUILD_DIR)/bin/hlp-sweep jobs/local.ini --site local --out $(BUILD_DIR)/sweeps/local \
 	    --results-dir results/local --report-dir report --run-local
 	@echo "[run] results: results/local/*.h5   report: report/index.md"
@@ -75,6 +82,20 @@ bench: deps
 #   gpu-bundle    apt-get download the Debian packages a GPU machine without MPI/HDF5/Boost needs
 #   gpu-check     on a GPU machine: build against PyTorch's LibTorch + the bundle, CUDA vs CPU
 #                 runs, bf16, memory, report, tokens/s (tools/gpu-check.sh --help)
+# Debian 13 (trixie) roots made with debootstrap under $(BUILD_DIR)/debian13/ (root needed):
+#   test-debian13       LibTorch 2.6 (CPU), g++ 14, Catch2 3: every target, the whole suite
+#   test-debian13-cuda  LibTorch 2.6 CUDA + CUDA 12.4 + NCCL 2.22: every target linked with
+#                       HLP_WITH_CUDA=ON, ldd record, the whole suite on this GPU-less machine
+test-debian13:
+	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
+	BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cpu -- $(CTEST_FLAGS)
+
+test-debian13-cuda:
+	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
+	BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cuda -- $(CTEST_FLAGS)
+
 torch2-check:
 	@test -f $(BUILD_DIR)/compile_commands.json || cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	JOBS=$(JOBS) tools/torch2-compile-check.sh $(BUILD_DIR)

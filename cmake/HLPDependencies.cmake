@@ -109,9 +109,13 @@ add_library(hlp_unicode INTERFACE)
 add_library(hlp::unicode ALIAS hlp_unicode)
 target_link_libraries(hlp_unicode INTERFACE PkgConfig::PCRE2 ICU::uc ICU::i18n)
 
-# --- Catch2 v2 ---
+# --- Catch2 v2 (Debian 12) or v3 (Debian 13, conda-forge); tests include tests/catch_compat.h ---
 if(HLP_BUILD_TESTS)
-  find_package(Catch2 2 REQUIRED)
+  find_package(Catch2 QUIET)
+  if(NOT Catch2_FOUND OR Catch2_VERSION VERSION_LESS 2.13)
+    message(FATAL_ERROR "Catch2 2.13+ or 3.x not found. On Debian: `make deps` (catch2).")
+  endif()
+  message(STATUS "HLP: Catch2 ${Catch2_VERSION}")
 endif()
 
 # --- Optional CUDA / NCCL path ---

@@ -39,7 +39,7 @@
 #          --only-build (stop after the build row) and --skip-build (reuse BUILD as it is): the
 #          device tool allows 10 minutes a command, so build in one call and check in the next
 #          (the machine keeps BUILD while it stays warm); --targets "A B" builds only those
-#          (a quicker dry run: hlp-train hlp-analyze hlp_sdpa_cuda_test).
+#          (a quicker dry run: hlp-train hlp-analyze hlp_sdpa_test).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"

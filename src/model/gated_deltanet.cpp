@@ -4,6 +4,7 @@
 
 #include "model/gdn_core.h"
 #include "model/kernels/fused_ops.h"
+#include "model/precision.h"
 
 namespace hlp::model {
 
@@ -107,8 +108,9 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
   auto g = -A_log.exp() * torch::softplus(a_proj->forward(x) + dt_bias);           // [B,T,H]
 
   // The delta-rule core runs in float32 even under bf16 autocast: the decay exponentials and the
-  // triangular solve need the range (and CPU has no bf16 `eye`). Inputs are upcast once here.
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  // triangular solve need the range (and CPU has no bf16 `eye`). Inputs are upcast once here;
+  // CPU and CUDA autocast are both held off inside (NoAutocastGuard).
+  NoAutocastGuard no_autocast;
   auto fp32 = [](const torch::Tensor& t) {
     return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf
                ? t.to(torch::kFloat)

@@ -19,17 +19,21 @@ std::string unavailable_reason(const torch::Device& device) {
   if (!HLP_HAS_SDPA)
     return std::string("this build links LibTorch ") + TORCH_VERSION +
            ", which has no scaled_dot_product_attention (needs >= 2.0)";
-  return "the tensors are on " + device.str() + " (sdpa is used on CUDA only)";
+  return "the tensors are on " + device.str() + " (sdpa runs on CUDA and the CPU)";
 }
 
 }  // namespace
 
-bool sdpa_available(const torch::Device& device) { return HLP_HAS_SDPA && device.is_cuda(); }
+bool sdpa_available(const torch::Device& device) {
+  return HLP_HAS_SDPA && (device.is_cuda() || device.is_cpu());
+}
 
 AttnImpl resolve_attn_impl(AttnImpl requested, const torch::Device& device) {
   switch (requested) {
     case AttnImpl::automatic:
-      return sdpa_available(device) ? AttnImpl::sdpa : AttnImpl::blocked;
+      // CPU: blocked, also where LibTorch 2.x has a CPU flash kernel (docs/attention.md has the
+      // measured comparison; sdpa stays one flag away).
+      return sdpa_available(device) && device.is_cuda() ? AttnImpl::sdpa : AttnImpl::blocked;
     case AttnImpl::sdpa:
       if (!sdpa_available(device))
         throw user_error("--attn-impl sdpa cannot run: ", unavailable_reason(device),

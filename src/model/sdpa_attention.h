@@ -9,11 +9,11 @@
 
 namespace hlp::model {
 
-// True when this build's LibTorch has scaled_dot_product_attention and `device` is CUDA
-// (on CPU, LibTorch's SDPA falls back to the quadratic math kernel: blocked is better there).
+// True when this build's LibTorch has scaled_dot_product_attention (>= 2.0) and `device` is CUDA
+// or the CPU (LibTorch 2.x has a CPU flash kernel too).
 bool sdpa_available(const torch::Device& device);
 
-// `auto` becomes sdpa or blocked for `device`; an explicit sdpa that cannot run throws
+// `auto` becomes sdpa on CUDA, blocked on the CPU; an explicit sdpa that cannot run throws
 // hlp::UserError saying why and what to use instead; naive and blocked stay as they are.
 AttnImpl resolve_attn_impl(AttnImpl requested, const torch::Device& device);
 

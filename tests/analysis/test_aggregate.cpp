@@ -1,6 +1,6 @@
 // Unit tests of the aggregation rules on in-memory runs (no files): INI parsing, medians,
 // warm-up exclusion, pooling of reruns, the rank reductions, CSV layout.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 #include <sstream>

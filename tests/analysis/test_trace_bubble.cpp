@@ -2,7 +2,7 @@
 // in-memory events: union of spans, one window per pipeline and step, the mesh's rank layout,
 // steps left out, and the warm-up / mean rule of run_trace_bubble. The same rule on a file
 // written by the real ResultWriter is checked by check_table.py (pp_traced_m2.h5).
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // hlp-train's option parsing: defaults, INI files, precedence, round trip and errors.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <cstdio>
 #include <fstream>
 #include <string>

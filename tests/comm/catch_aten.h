@@ -5,4 +5,4 @@
 // So: ATen first, drop c10's CHECK, then Catch defines its own.
 #include <ATen/ATen.h>
 #undef CHECK
-#include <catch2/catch.hpp>
+#include "catch_compat.h"

@@ -2,7 +2,7 @@
 // so collectives inside test cases match up. The comm timeout is short (60 s) so that a test
 // that deadlocks aborts the job well within ctest's timeout instead of hanging.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include "comm/mpi_communicator.h"
 #include "mpi_test_world.h"

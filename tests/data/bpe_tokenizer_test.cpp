@@ -3,7 +3,7 @@
 // case but the hf_only_* ones and 9 fuzz lines, where the test follows Hugging Face;
 // tests/data/hf_bpe/make_reference.js), decode(encode(x)) == NFC(x), identical ids from several
 // threads, and one clear UserError per bad file.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <fstream>
 #include <sstream>

@@ -2,7 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <set>
 
 #include "common/error.h"

@@ -2,7 +2,7 @@
 // sizes, coverage per epoch, cursor resume, and every bad input.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <cstdio>
 #include <fstream>
 #include <set>

@@ -1,5 +1,5 @@
 // Tokenizers: byte-level round trip and specials, SentencePiece loading and its errors, UTF-8.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include "common/error.h"
 #include "data/tokenizer.h"

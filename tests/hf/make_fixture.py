@@ -9,11 +9,13 @@ OUTDIR/
   model-0000{1,2}-of-00002.safetensors  F32, Hugging Face names, split across two shards
   model.safetensors.index.json
   bf16/model.safetensors, fp16/model.safetensors   the same weights stored as BF16 / F16
-  reference.safetensors                 tokens I64 [4, 17], logits F32 [4, 16, V], loss F32 [1]
+  reference.safetensors                 tokens I64 [4, 17], logits F64 [4, 16, V], loss F64 [1]:
+                                        the fp32 weights' exact forward (computed in float64)
                                          (bench/peer/hlp_peer_model.py on the F32 weights)
   broken/<case>/...                     one defect each: corrupted_header, truncated,
                                          wrong_dtype, missing_shard, shape_mismatch
 """
+import copy
 import json
 import math
 import os
@@ -82,7 +84,7 @@ def hf_name(peer_name):
                      "mixer": "self_attn", "mlp": "mlp"}[part] + "." + rest
 
 
-DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16",
+DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16",
           torch.int64: "I64", torch.int32: "I32"}
 
 
@@ -161,12 +163,16 @@ def main(out):
 
     g = torch.Generator().manual_seed(99)
     tokens = torch.randint(0, VOCAB, (4, 17), generator=g)
+    # The reference is the same math in float64 on the very fp32 weights written above: HLP's fp32
+    # forward is then compared with the exact values, and the tolerance covers HLP's rounding
+    # alone, not two fp32 computations whose BLAS sums in a CPU-dependent order.
     with torch.no_grad():
-        logits = model(tokens[:, :-1])
+        exact = copy.deepcopy(model).double()
+        logits = exact(tokens[:, :-1])
         loss = peer.cross_entropy_loss(logits, tokens[:, 1:])
     write_safetensors(os.path.join(out, "reference.safetensors"),
-                      [("tokens", tokens), ("logits", logits.float().contiguous()),
-                       ("loss", loss.reshape(1).float())])
+                      [("tokens", tokens), ("logits", logits.contiguous()),
+                       ("loss", loss.reshape(1).double())])
 
     # Defective copies, one defect each.
     broken = os.path.join(out, "broken")

@@ -4,7 +4,7 @@
 // head) plus the LoRA factors — fsdp2, pp2 and tp2 at 2 ranks; fsdp2, fsdp2 x tp2, pp2 x fsdp2
 // and ddp x pp2 at 4 — and every parameter's value is bit-identical to the whole model built at
 // once (HybridLM with Values::drawn + apply_lora), which the `single` parity tests rely on.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // Pins down the pieces of model/hf on their own: the safetensors reader and writer, dtype
 // conversion, the HF <-> HLP name table, config.json -> ModelConfig. The fixture
 // (make_fixture.py, written by Python without HLP) is in $HLP_HF_FIXTURE.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <unistd.h>
 
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // CpuAllocatorCounter: measured bytes of known-size LibTorch allocations, peaks, reset.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <torch/torch.h>
 #include <c10/core/CPUAllocator.h>

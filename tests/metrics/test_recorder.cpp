@@ -1,5 +1,5 @@
 // Recorder: spans, nesting, comm observer events, tracing switch, thread safety, step metrics.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <thread>
 #include <vector>

@@ -1,5 +1,5 @@
 // The small pure helpers behind the result file's /summary and time stamps.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 #include <limits>

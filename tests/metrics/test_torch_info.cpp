@@ -1,6 +1,6 @@
 // LibTorch-side facts recorded in result files: the CPU peak measured in the run, the GPU table,
 // the LibTorch version.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <ATen/Parallel.h>
 #include <torch/version.h>

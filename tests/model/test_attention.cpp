@@ -1,6 +1,6 @@
 // Sliding-window attention: window >= T is full attention; with a small window a token's output
 // ignores tokens outside its window (and does depend on tokens inside it).
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/torch.h>
 
 #include "model/attention.h"

@@ -3,7 +3,8 @@
 // one block, windows of 1 and >= T, GQA groups, strided inputs); bf16 within a stated
 // tolerance; a whole model trains the same 5 steps with either kernel. Also the tiling count
 // the FLOP accounting uses, and the sdpa / auto choice on this build.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
+#include <torch/version.h>
 #include <torch/torch.h>
 
 #include "common/error.h"
@@ -265,13 +266,22 @@ TEST_CASE("model: executed attention FLOPs count the blocked kernel's tiles",
   CHECK(m8.saved_bytes < 64 * T * 64);
 }
 
-TEST_CASE("model: --attn-impl: auto is blocked on this CPU build, sdpa a clear user error",
+TEST_CASE("model: --attn-impl: auto is blocked on the CPU; sdpa runs with LibTorch 2, else a clear user error",
           "[model][attention][config]") {
   CHECK(parse_attn_impl("auto") == AttnImpl::automatic);
   CHECK(to_string(parse_attn_impl("blocked")) == "blocked");
   CHECK_THROWS_AS(parse_attn_impl("flash"), hlp::UserError);
   CHECK(resolve_attn_impl(AttnImpl::automatic, torch::kCPU) == AttnImpl::blocked);
   CHECK(resolve_attn_impl(AttnImpl::naive, torch::kCPU) == AttnImpl::naive);
+#if TORCH_VERSION_MAJOR >= 2
+  // LibTorch 2.x: sdpa on the CPU is LibTorch's own kernel (parity: model.sdpa_cpu_parity)
+  CHECK(sdpa_available(torch::kCPU));
+  CHECK(resolve_attn_impl(AttnImpl::sdpa, torch::kCPU) == AttnImpl::sdpa);
+  auto c2 = preset("tiny");
+  c2.attn_impl = AttnImpl::sdpa;
+  HybridLM sdpa_model(c2, 1);
+  CHECK(sdpa_model->forward(torch::zeros({1, 4}, torch::kLong)).size(1) == 4);
+#else
   CHECK_FALSE(sdpa_available(torch::kCPU));
   CHECK_THROWS_WITH(resolve_attn_impl(AttnImpl::sdpa, torch::kCPU),
                     Catch::Contains("--attn-impl sdpa cannot run") &&
@@ -281,4 +291,5 @@ TEST_CASE("model: --attn-impl: auto is blocked on this CPU build, sdpa a clear u
   c.attn_impl = AttnImpl::sdpa;
   HybridLM model(c, 1);
   CHECK_THROWS_AS(model->forward(torch::zeros({1, 4}, torch::kLong)), hlp::UserError);
+#endif
 }

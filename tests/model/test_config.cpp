@@ -1,5 +1,5 @@
 // ModelConfig validation, presets and config-only accounting (parameters, FLOPs, layer costs).
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <numeric>
 

@@ -1,9 +1,12 @@
 // The chunked gated-delta core equals the token-by-token recurrence (outputs, final state,
 // gradients), for T not a multiple of the chunk and with a non-zero initial state.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
 #include <torch/torch.h>
 
 #include "model/gdn_core.h"
+#include "model/precision.h"
 #include "test_helpers.h"
 
 using namespace hlp::model;
@@ -100,4 +103,50 @@ TEST_CASE("model: gdn core gradients match finite differences (float64)", "[mode
   INFO("max abs error " << result.max_abs_error << " over " << result.entries << " entries");
   CHECK(result.entries > 50);
   CHECK(result.max_rel_error < 1e-6);
+}
+
+namespace {
+// CUDA autocast's thread-local switch (it needs no GPU: it only changes the excluded key set).
+void set_cuda_autocast(bool on) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, on);
+#else
+  at::autocast::set_enabled(on);
+#endif
+}
+bool excluded(c10::DispatchKey key) { return c10::impl::tls_is_dispatch_key_excluded(key); }
+}  // namespace
+
+TEST_CASE("gdn: the fp32 core region holds off CPU and CUDA autocast alike", "[model][gdn][precision]") {
+  // The Gated DeltaNet core runs inside NoAutocastGuard. Autocast works by taking its key out of
+  // the thread's excluded set; the guard must put both back while it lives. On a GPU it is CUDA
+  // autocast that would recast the core's matmuls, and its switch works without a GPU, so the
+  // key itself is checked; CPU autocast stands in for the behaviour: under autocast a float32
+  // matmul comes out bfloat16, inside the guard float32.
+  auto a = torch::randn({8, 8}), b = torch::randn({8, 8});
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  set_cuda_autocast(true);
+  const bool cuda_on_outside = !excluded(c10::DispatchKey::AutocastCUDA);
+  const auto outside = torch::matmul(a, b).scalar_type();
+  torch::ScalarType inside;
+  bool cuda_excluded = false, cpu_excluded = false;
+  {
+    NoAutocastGuard guard;
+    inside = torch::matmul(a, b).scalar_type();
+    cuda_excluded = excluded(c10::DispatchKey::AutocastCUDA);
+    cpu_excluded = excluded(c10::DispatchKey::AutocastCPU);
+  }
+  const bool cuda_on_after = !excluded(c10::DispatchKey::AutocastCUDA);
+  const bool cpu_on_after = !excluded(c10::DispatchKey::AutocastCPU);
+  set_cuda_autocast(false);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+  CHECK(cuda_on_outside);
+  CHECK(outside == torch::kBFloat16);
+  CHECK(inside == torch::kFloat);
+  CHECK(cuda_excluded);
+  CHECK(cpu_excluded);
+  CHECK(cuda_on_after);
+  CHECK(cpu_on_after);
 }

@@ -1,7 +1,7 @@
 // Finite-difference gradient checks (float64) for every block type, the whole model, and
 // LoRALinear; activation checkpointing gives the same gradients as storing activations.
 #include <ATen/autocast_mode.h>
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/torch.h>
 
 #include "model/hybrid_lm.h"

@@ -1,7 +1,7 @@
 // The CPU float16 emulation of --precision fp16 (model/half_emulation.h): IEEE binary16 rounding
 // of values and of gradients (overflow to inf is what the loss scaler must see), linear / matmul
 // equal to an fp16 GEMM with fp32 accumulation, and exactly F::linear / matmul when off.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 #include <limits>

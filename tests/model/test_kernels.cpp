@@ -2,7 +2,7 @@
 // outputs and every input gradient within 1e-10 (relative to the largest reference entry):
 // B > 1, non-contiguous inputs, T not a multiple of the chunk, non-zero initial state. Then
 // whole-model training, fused vs reference kernels, float32, 5 AdamW steps within 1e-6.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/torch.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // LoRA: a fresh adapter is a no-op, merging is exact, only adapters (and saved modules) get
 // gradients, and the accounting's trainable count equals the model's.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/torch.h>
 
 #include "common/error.h"

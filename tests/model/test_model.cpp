@@ -1,7 +1,7 @@
 // HybridLM: names and shapes equal the accounting's table, init depends only on (seed, name),
 // model parts compose to the whole model, float64 works, and the tiny model learns.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES  // for the listener below
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <torch/torch.h>
 
 #include <cmath>

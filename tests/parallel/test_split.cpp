@@ -1,7 +1,7 @@
 // Pipeline stage splits (stage_split.h): balanced beats uniform on uneven layer costs and is the
 // exact min-max partition; params balances trainable parameters; explicit lists are honoured;
 // impossible splits are user errors.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <algorithm>
 #include <functional>

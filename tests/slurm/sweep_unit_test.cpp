@@ -1,5 +1,5 @@
 // hlp-sweep's pure parts: exclude rules, job-file parsing, expansion and naming, templates.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 #include <map>
 #include <sstream>
 

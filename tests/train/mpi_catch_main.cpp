@@ -1,6 +1,6 @@
 // Catch2 main for MPI test executables: every rank runs every test case (they are collective).
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include "comm/mpi_communicator.h"
 

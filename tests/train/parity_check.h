@@ -1,7 +1,7 @@
 #pragma once
 // The parity criterion every strategy test uses: a loss trajectory equals the reference's
 // within 1e-5 relative, step by step (float32, same seed and global batch).
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 #include <vector>

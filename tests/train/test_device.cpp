@@ -1,6 +1,6 @@
 // --device / --comm resolution (train/device.h) on a machine without a usable GPU, plus the
 // decisions that only depend on the DeviceInfo (so the GPU cases are pinned here too).
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <functional>
 #include <string>

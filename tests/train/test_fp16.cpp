@@ -2,7 +2,7 @@
 // on real ranks: single on 1 rank and ddp / fsdp2 / pp on 2 ranks follow the fp32 single-process
 // loss trajectory within kFp16RelTol; a forced overflow (a huge initial loss scale) skips the
 // updates, halves the scale each time, leaves the weights untouched, and training then goes on.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 #include <string>

@@ -1,7 +1,7 @@
 // The dynamic loss scaler's state machine (train/loss_scaler.h), step by step: growth after
 // growth_interval clean steps, back-off and skip on overflow, the floor, checkpoint state, and
 // that a disabled scaler (fp32 / bf16) never scales or skips.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include "common/error.h"
 #include "train/loss_scaler.h"

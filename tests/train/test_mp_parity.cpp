@@ -4,7 +4,7 @@
 // embedding that the first and last pipeline stages share).
 // At 2 ranks: pp2 x {gpipe, 1f1b} x {uniform, balanced}, tp2.
 // At 4 ranks: pp4 x {gpipe, 1f1b} x {uniform, balanced}, dp2 x pp2, dp2 x tp2, tp2 x pp2.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // bf16 compute (fp32 master weights, fp32 reduction and Adam state) runs on CPU and stays close
 // to fp32; the evaluation loss is the same for every strategy and does not change training.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 // Checkpoint and resume: a run stopped by SIGTERM (on one rank only) after a checkpoint, then
 // resumed, produces the same losses as the uninterrupted run.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <csignal>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // Every data-parallel strategy reproduces the single-process loss trajectory (same seed, same
 // global batch, tiny model, 5 steps) within 1e-5 relative in float32, with LoRA and with full
 // finetuning; and holds exactly the closed-form parameter / gradient / optimizer bytes.
-#include <catch2/catch.hpp>
+#include "catch_compat.h"
 
 #include <cmath>
 #include <map>

@@ -1,11 +1,13 @@
-// CUDA-only parity of --attn-impl sdpa (at::scaled_dot_product_attention, LibTorch >= 2) with the
-// naive and blocked kernels: forward output and dq/dk/dv, full causal and sliding window, MHA and
-// GQA, fp32 and bf16; plus which fused kernel SDPA picks (the sliding-window band mask must run
-// the memory-efficient kernel, never the O(T^2) math fallback, in bf16).
-//
-// No GPU (or a LibTorch < 2 / without CUDA): prints one SKIP line and exits 77, which ctest
-// reports as "Skipped" (SKIP_RETURN_CODE). tools/gpu-check.sh runs it on a GPU machine.
-// Plain main(), not Catch2 v2: Catch v2 cannot report a skip.
+// Parity of --attn-impl sdpa (at::scaled_dot_product_attention, LibTorch >= 2) with the naive and
+// blocked kernels: forward output and dq/dk/dv, full causal and sliding window, MHA and GQA; plus
+// which fused kernel SDPA picks for what sdpa_attention() passes it.
+//   hlp_sdpa_test cuda   fp32 and bf16 on the GPU (the band mask must run the memory-efficient
+//                        kernel, never the O(T^2) math fallback, in bf16)
+//   hlp_sdpa_test cpu    float64 (same math: 1e-10), fp32 and bf16 on the CPU (LibTorch 2.x's
+//                        CPU flash kernel); which kernel it picks is printed
+// Where it cannot run (no GPU; LibTorch < 2): prints one SKIP line and exits 77, which ctest
+// reports as "Skipped" (SKIP_RETURN_CODE). tools/gpu-check.sh runs the cuda one on a GPU machine.
+// Plain main(), not Catch2: Catch v2 cannot report a skip.
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -56,21 +58,36 @@ void check(const std::string& what, double err, double tol) {
 
 }  // namespace
 
-int main() {
-  const torch::Device cuda(torch::kCUDA, 0);
-  if (!torch::cuda::is_available()) {
+int main(int argc, char** argv) {
+  const std::string where = argc > 1 ? argv[1] : "cuda";
+  if (where != "cuda" && where != "cpu") {
+    std::fprintf(stderr, "usage: hlp_sdpa_test cuda|cpu\n");
+    return 2;
+  }
+  const bool on_cpu = where == "cpu";
+  const torch::Device device = on_cpu ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
+  if (!on_cpu && !torch::cuda::is_available()) {
     std::printf("SKIP: sdpa CUDA parity needs a CUDA GPU and a CUDA LibTorch (this is LibTorch %s, "
                 "CUDA available: no); tools/gpu-check.sh runs it on a GPU machine\n",
                 TORCH_VERSION);
     return 77;
   }
-  if (!hlp::model::sdpa_available(cuda)) {
-    std::printf("SKIP: sdpa CUDA parity: LibTorch %s has no scaled_dot_product_attention (>= 2.0)\n",
-                TORCH_VERSION);
+  if (!hlp::model::sdpa_available(device)) {
+    std::printf("SKIP: sdpa %s parity: LibTorch %s has no scaled_dot_product_attention (>= 2.0)\n",
+                where.c_str(), TORCH_VERSION);
     return 77;
   }
-  std::printf("sdpa parity on %s, LibTorch %s\n", torch::cuda::device_count() > 0 ? "cuda:0" : "?",
-              TORCH_VERSION);
+  std::printf("sdpa parity on %s, LibTorch %s\n", on_cpu ? "cpu" : "cuda:0", TORCH_VERSION);
+  // Tolerances, relative to the largest reference entry. float64 (CPU): the same math, only the
+  // summation order differs: 1e-10. fp32: each output is a softmax-weighted mean over up to T = 160
+  // keys with fp32 exponentials and sums; 2e-4 leaves room for a GPU kernel's reduced-precision
+  // paths and is ~100x what fp32 rounding gives. bf16: 8 mantissa bits (step 3.9e-3) on inputs and
+  // output: 3e-2.
+  std::vector<torch::ScalarType> dtypes = {torch::kFloat32, torch::kBFloat16};
+  if (on_cpu) dtypes.insert(dtypes.begin(), torch::kFloat64);
+  auto tolerance = [](torch::ScalarType dtype) {
+    return dtype == torch::kFloat64 ? 1e-10 : dtype == torch::kBFloat16 ? 3e-2 : 2e-4;
+  };
   const int64_t B = 2, hd = 32;
   struct Heads { int64_t h, kvh; };
   for (Heads heads : {Heads{4, 4}, Heads{4, 2}, Heads{6, 1}}) {
@@ -87,13 +104,12 @@ int main() {
         const Result ref = run(naive, qkvw, torch::kCPU, torch::kFloat64);
         const Result blk = run(blocked, qkvw, torch::kCPU, torch::kFloat32);
         char tag[96];
-        for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-          const bool bf16 = dtype == torch::kBFloat16;
-          const double tol = bf16 ? 3e-2 : 2e-4;  // bf16: 8 mantissa bits; fp32 may use TF32-free fused kernels
-          const Result got = run(sdpa, qkvw, cuda, dtype);
+        for (auto dtype : dtypes) {
+          const double tol = tolerance(dtype);
+          const Result got = run(sdpa, qkvw, device, dtype);
           std::snprintf(tag, sizeof tag, "H=%lld KVH=%lld T=%lld window=%lld %s",
                         (long long)heads.h, (long long)heads.kvh, (long long)T, (long long)window,
-                        bf16 ? "bf16" : "fp32");
+                        dtype == torch::kFloat64 ? "fp64" : dtype == torch::kBFloat16 ? "bf16" : "fp32");
           check(std::string(tag) + " out  vs naive", rel(got.out, ref.out), tol);
           check(std::string(tag) + " dq   vs naive", rel(got.dq, ref.dq), tol);
           check(std::string(tag) + " dk   vs naive", rel(got.dk, ref.dk), tol);
@@ -105,23 +121,26 @@ int main() {
     }
   }
   // Which kernel SDPA picks for what sdpa_attention() passes it (sdp::SDPBackend: -1 error,
-  // 0 math, 1 flash, 2 memory-efficient, 3 cuDNN). bf16 at T = 4096, hd = 64 must not be math.
+  // 0 math, 1 flash, 2 memory-efficient, 3 cuDNN). On CUDA, bf16 at T = 4096, hd = 64 must not be
+  // math. On the CPU only flash exists besides math; the choice is printed, not required.
   // (Compiled for LibTorch >= 2 only; on 1.13 main() returned above.)
 #if TORCH_VERSION_MAJOR >= 2
   {
-    const int64_t T = 4096, H = 8;
-    auto opts = torch::TensorOptions().dtype(torch::kBFloat16).device(cuda);
-    auto q = torch::randn({1, H, T, 64}, opts), k = torch::randn({1, H, T, 64}, opts);
+    const int64_t T = on_cpu ? 1024 : 4096, H = 8;
     const char* names[] = {"math", "flash", "memory-efficient", "cudnn", "overrideable"};
-    for (int64_t window : {int64_t{0}, int64_t{1024}}) {
-      const int64_t choice =
-          window <= 0 ? at::_fused_sdp_choice(q, k, k, {}, 0.0, /*is_causal=*/true)
-                      : at::_fused_sdp_choice(q, k, k, causal_window_mask(T, window, cuda), 0.0, false);
-      const bool ok = choice > 0;
-      if (!ok) ++failures;
-      std::printf("%s kernel for bf16 T=4096 window=%-5lld: %s (%lld)\n", ok ? "ok  " : "FAIL",
-                  (long long)window, choice >= 0 && choice <= 4 ? names[choice] : "error",
-                  (long long)choice);
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      auto opts = torch::TensorOptions().dtype(dtype).device(device);
+      auto q = torch::randn({1, H, T, 64}, opts), k = torch::randn({1, H, T, 64}, opts);
+      for (int64_t window : {int64_t{0}, int64_t{256}}) {
+        const int64_t choice =
+            window <= 0 ? at::_fused_sdp_choice(q, k, k, {}, 0.0, /*is_causal=*/true)
+                        : at::_fused_sdp_choice(q, k, k, causal_window_mask(T, window, device), 0.0, false);
+        const bool ok = on_cpu ? choice >= 0 : (dtype != torch::kBFloat16 || choice > 0);
+        if (!ok) ++failures;
+        std::printf("%s kernel for %s T=%lld window=%-5lld: %s (%lld)\n", ok ? "ok  " : "FAIL",
+                    dtype == torch::kBFloat16 ? "bf16" : "fp32", (long long)T, (long long)window,
+                    choice >= 0 && choice <= 4 ? names[choice] : "error", (long long)choice);
+      }
     }
   }
 #endif

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Build and test HLP on Debian 13 (trixie): LibTorch 2.6, MPICH, HDF5, Boost, Catch2 3, g++ 14,
+# in a Debian 13 root made with debootstrap on this (Debian 12) machine. Needs root (chroot,
+# mount) and the Debian package mirror; no GPU.
+#
+#   tools/debian13.sh [cpu|cuda] [--root-only] [--build-only] [--shell] [-- CTEST_ARGS...]
+#   make test-debian13          (cpu)     make test-debian13-cuda   (cuda)
+#
+# Flavours (each its own root, made once and cached: BUILD_DIR/debian13/<flavour>/root):
+#   cpu    libtorch-dev 2.6 (CPU). Builds every target and runs the whole ctest suite.
+#   cuda   libtorch-cuda-dev 2.6 + nvidia-cuda-toolkit 12.4 + libnccl-dev 2.22 (contrib/non-free;
+#          ~2.8 GB to download, ~7.5 GB installed). Configures with -DHLP_WITH_CUDA=ON, links every
+#          target, writes BUILD_DIR/debian13/cuda/ldd.txt (which binary loads which libtorch_cuda /
+#          libcudart / libnccl) and runs the same suite on this GPU-less machine: the CUDA parts
+#          must find no device and say so, everything else must pass.
+# What each root installs is the package lists below, and nothing else. A changed list is
+# installed into the existing root on the next run (apt-get install is idempotent).
+#
+# The source tree is bind-mounted read-write at /hlp/src; the build lives inside the root
+# (/hlp/build, so BUILD_DIR/debian13/<flavour>/root/hlp/build here) with its own ccache.
+# Mounts are undone on exit. Environment: BUILD_DIR (default build), JOBS (default nproc),
+# HLP_DEBIAN_MIRROR (default: the first Debian mirror in this machine's apt sources).
+set -euo pipefail
+
+# ---- the one place that lists what the roots install ----
+COMMON_PACKAGES=(
+  build-essential cmake make pkg-config git ccache ca-certificates procps
+  libopenblas0-pthread
+  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py python3-numpy
+  libboost-program-options-dev catch2 nlohmann-json3-dev
+  libsentencepiece-dev sentencepiece libpcre2-dev libicu-dev gnuplot-nox
+)
+CPU_PACKAGES=(libtorch-dev python3-torch)
+CUDA_PACKAGES=(libtorch-cuda-dev python3-torch-cuda nvidia-cuda-toolkit libnccl-dev)
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+flavour=cpu
+root_only=0
+build_only=0
+shell=0
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    cpu|cuda) flavour="$1" ;;
+    --root-only) root_only=1 ;;
+    --build-only) build_only=1 ;;
+    --shell) shell=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --) shift; ctest_args=("$@"); break ;;
+    *) echo "debian13.sh: unknown argument '$1' (cpu|cuda, --root-only, --build-only, --shell, -- CTEST_ARGS; --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+say() { echo "[debian13:$flavour] $*"; }
+die() { echo "[debian13:$flavour] error: $*" >&2; exit 2; }
+
+[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mount): run it with sudo"
+command -v debootstrap >/dev/null || die "debootstrap not found: apt-get install debootstrap"
+
+build="$(cd "$here" && realpath -m "${BUILD_DIR:-build}")"
+base="$build/debian13/$flavour"
+root="$base/root"
+jobs="${JOBS:-$(nproc)}"
+
+mirror="${HLP_DEBIAN_MIRROR:-}"
+if [ -z "$mirror" ]; then
+  # the mirror this machine already uses for Debian (deb822 .sources or one-line .list)
+  mirror="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs: *//p' \
+              | tr ' ' '\n' | grep -E '/debian/?$' | head -n1 || true)"
+  [ -n "$mirror" ] || mirror="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+              | awk '$1=="deb" {print $2}' | grep -E '/debian/?$' | head -n1 || true)"
+fi
+[ -n "$mirror" ] || die "no Debian mirror found in /etc/apt: set HLP_DEBIAN_MIRROR=<mirror URL>"
+
+packages=("${COMMON_PACKAGES[@]}")
+if [ "$flavour" = cpu ]; then packages+=("${CPU_PACKAGES[@]}"); else packages+=("${CUDA_PACKAGES[@]}"); fi
+
+# ---- mounts (undone on any exit) ----
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+mount_in() {  # mount_in TARGET mount-args...
+  local target="$1"; shift
+  mkdir -p "$target"
+  mountpoint -q "$target" && umount -l "$target"
+  mount "$@" "$target"
+  mounted+=("$target")
+}
+in_root() {  # a clean environment: nothing of this machine's PATH, Python or compilers leaks in
+  chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    CCACHE_DIR=/hlp/ccache CCACHE_MAXSIZE=5G CCACHE_BASEDIR=/hlp/src \
+    CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime \
+    DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+# ---- 1. the root ----
+if [ ! -x "$root/usr/bin/apt-get" ] || [ ! -f "$base/.debootstrap-done" ]; then
+  say "debootstrap trixie (minbase) into $root from $mirror"
+  rm -rf "$root" && mkdir -p "$base"
+  debootstrap --variant=minbase trixie "$root" "$mirror" >"$base/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$base/debootstrap.log" >&2; die "debootstrap failed (log: $base/debootstrap.log)"; }
+  touch "$base/.debootstrap-done"
+fi
+cat >"$root/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $mirror
+Suites: trixie trixie-updates
+Components: main contrib non-free non-free-firmware
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+rm -f "$root/etc/apt/sources.list"
+cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+
+mount_in "$root/proc" -t proc proc
+mount_in "$root/dev" --bind /dev
+mount_in "$root/dev/shm" -t tmpfs -o size=4g tmpfs   # MPICH's shared-memory segments
+mount_in "$root/hlp/src" --bind "$here"
+
+want="$(printf '%s\n' "${packages[@]}" | sort)"
+if [ "$(cat "$base/.packages" 2>/dev/null)" != "$want" ]; then
+  say "apt-get install ${#packages[@]} packages (list in tools/debian13.sh)"
+  t0=$(date +%s)
+  in_root apt-get update -qq
+  in_root apt-get install -y -qq --no-install-recommends "${packages[@]}" >"$base/apt.log" 2>&1 \
+    || { tail -n 30 "$base/apt.log" >&2; die "apt-get install failed (log: $base/apt.log)"; }
+  in_root apt-get clean
+  echo "$want" >"$base/.packages"
+  say "installed in $(( $(date +%s) - t0 )) s; root is $(du -sh "$root" 2>/dev/null | cut -f1)"
+fi
+in_root dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' libtorch-dev libtorch-cuda-dev \
+  catch2 libmpich-dev libhdf5-mpich-dev g++ cmake nvidia-cuda-toolkit libnccl-dev 2>/dev/null \
+  | awk -v f="$flavour" '$1 == "ii" {print "[debian13:" f "] package: " $2 " " $3}' || true
+[ "$root_only" = 1 ] && exit 0
+if [ "$shell" = 1 ]; then
+  say "shell in the root (source at /hlp/src, build at /hlp/build); exit to unmount"
+  in_root bash -i || true
+  exit 0
+fi
+
+# ---- 2. configure + build every target ----
+cmake_flags=(-DCMAKE_BUILD_TYPE=Release)
+if [ "$flavour" = cuda ]; then cmake_flags+=(-DHLP_WITH_CUDA=ON); else cmake_flags+=(-DHLP_WITH_CUDA=OFF); fi
+say "configure: cmake ${cmake_flags[*]}"
+in_root cmake -S /hlp/src -B /hlp/build "${cmake_flags[@]}" >"$base/configure.log" 2>&1 \
+  || { tail -n 30 "$base/configure.log" >&2; die "configure failed (log: $base/configure.log)"; }
+grep -E '^-- HLP' "$base/configure.log" | sed "s/^/[debian13:$flavour] /"
+say "build -j $jobs (log: $base/build.log)"
+t0=$(date +%s)
+in_root cmake --build /hlp/build -j "$jobs" >"$base/build.log" 2>&1 \
+  || { grep -E 'error|Error' "$base/build.log" | head -n 30 >&2; die "build failed (log: $base/build.log)"; }
+say "built in $(( $(date +%s) - t0 )) s"
+
+if [ "$flavour" = cuda ]; then
+  # which binary loads which CUDA library (the record the issue asks for)
+  {
+    echo "# ldd of every HLP executable in the Debian 13 CUDA build: libtorch_cuda, libcudart, libnccl"
+    for exe in "$root"/hlp/build/bin/*; do
+      [ -x "$exe" ] && [ -f "$exe" ] || continue
+      file -b "$exe" 2>/dev/null | grep -q ELF || head -c4 "$exe" | grep -q ELF || continue
+      in_root ldd "/hlp/build/bin/$(basename "$exe")" | grep -E 'libtorch_cuda|libcudart|libnccl' \
+        | sed "s|^[[:space:]]*|$(basename "$exe"): |"
+    done
+  } >"$base/ldd.txt"
+  say "ldd: $base/ldd.txt ($(grep -c libcudart "$base/ldd.txt" || true) lines with libcudart)"
+fi
+[ "$build_only" = 1 ] && exit 0
+
+# ---- 3. the whole suite ----
+say "ctest ${ctest_args[*]} (log: $base/ctest.log)"
+set +e
+in_root bash -c 'cd /hlp/build && ctest --output-on-failure -j 1 "$@"' ctest "${ctest_args[@]}" 2>&1 | tee "$base/ctest.log"
+rc=${PIPESTATUS[0]}
+set -e
+grep -E 'tests passed|tests failed' "$base/ctest.log" | sed "s/^/[debian13:$flavour] /" || true
+exit "$rc"
