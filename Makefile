@@ -89,12 +89,12 @@ bench: deps
 test-debian13:
 	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
-	BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cpu -- $(CTEST_FLAGS)
+	$$([ "$$(id -u)" -eq 0 ] || echo sudo) env BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cpu -- $(CTEST_FLAGS)
 
 test-debian13-cuda:
 	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
-	BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cuda -- $(CTEST_FLAGS)
+	$$([ "$$(id -u)" -eq 0 ] || echo sudo) env BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cuda -- $(CTEST_FLAGS)
 
 torch2-check:
 	@test -f $(BUILD_DIR)/compile_commands.json || cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -3,7 +3,8 @@
 # in a Debian 13 root made with debootstrap on this (Debian 12) machine. Needs root (chroot,
 # mount) and the Debian package mirror; no GPU.
 #
-#   tools/debian13.sh [cpu|cuda] [--root-only] [--build-only] [--shell] [-- CTEST_ARGS...]
+#   tools/debian13.sh [cpu|cuda] [--root-only] [--build-only] [--shell] [--run CMD] [-- CTEST_ARGS...]
+#     --run CMD   run CMD (bash, in /hlp/build) in the root after the build, instead of ctest
 #   make test-debian13          (cpu)     make test-debian13-cuda   (cuda)
 #
 # Flavours (each its own root, made once and cached: BUILD_DIR/debian13/<flavour>/root):
@@ -29,6 +30,7 @@ COMMON_PACKAGES=(
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py python3-numpy
   libboost-program-options-dev catch2 nlohmann-json3-dev
   libsentencepiece-dev sentencepiece libpcre2-dev libicu-dev gnuplot-nox
+  slurm-wlm munge
 )
 CPU_PACKAGES=(libtorch-dev python3-torch)
 CUDA_PACKAGES=(libtorch-cuda-dev python3-torch-cuda nvidia-cuda-toolkit libnccl-dev)
@@ -38,6 +40,7 @@ flavour=cpu
 root_only=0
 build_only=0
 shell=0
+run_cmd=""
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,9 +48,10 @@ while [ $# -gt 0 ]; do
     --root-only) root_only=1 ;;
     --build-only) build_only=1 ;;
     --shell) shell=1 ;;
+    --run) shift; run_cmd="${1:?--run needs a command}" ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; ctest_args=("$@"); break ;;
-    *) echo "debian13.sh: unknown argument '$1' (cpu|cuda, --root-only, --build-only, --shell, -- CTEST_ARGS; --help)" >&2; exit 2 ;;
+    *) echo "debian13.sh: unknown argument '$1' (cpu|cuda, --root-only, --build-only, --shell, --run CMD, -- CTEST_ARGS; --help)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -117,9 +121,73 @@ rm -f "$root/etc/apt/sources.list"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 mount_in "$root/proc" -t proc proc
+mount_in "$root/sys" --rbind /sys   # hwloc's and UCX's topology (MPICH aborts discovery without)
 mount_in "$root/dev" --bind /dev
 mount_in "$root/dev/shm" -t tmpfs -o size=4g tmpfs   # MPICH's shared-memory segments
 mount_in "$root/hlp/src" --bind "$here"
+
+# cuDNN. libtorch-cuda-2.6 needs libcudnn.so.9, which Debian ships only as nvidia-cudnn: a package
+# whose install script downloads cuDNN from NVIDIA's site, out of this machine's reach (its
+# postinst fails, and with it every package that depends on it). In its place the cuda root gets
+# a local package of the same name holding a stub libcudnn.so.9: every cudnn* function that
+# libtorch_cuda / libtorch_python import, each returning CUDNN_STATUS_NOT_INITIALIZED (1).
+# It exists so that the real CUDA LibTorch links and loads on this GPU-less machine; cuDNN is
+# never called here (no device). On a GPU machine use a real cuDNN (PyTorch's wheel brings one).
+install_cudnn_stub() {
+  local have
+  have="$(in_root dpkg-query -W -f='${db:Status-Abbrev} ${Version}' nvidia-cudnn 2>/dev/null || true)"
+  case "$have" in "ii "*hlpstub*) return 0 ;; esac
+  say "cuDNN: building the link stub package (nvidia-cudnn's download cannot run here)"
+  in_root apt-get update -qq
+  if ! in_root sh -c 'command -v gcc && command -v nm && command -v dpkg-deb' >/dev/null; then
+    in_root apt-get install -y -qq --no-install-recommends gcc binutils >>"$base/apt.log" 2>&1 \
+      || die "apt-get install gcc binutils failed (log: $base/apt.log)"
+  fi
+  if ! in_root bash -euo pipefail -c '
+    work=/hlp/cudnn-stub; rm -rf "$work"; mkdir -p "$work/x" && cd "$work"
+    apt-get download -qq libtorch-cuda-2.6 python3-torch-cuda >/dev/null 2>&1
+    for deb in *.deb; do dpkg-deb -x "$deb" x; done
+    for lib in $(find x -name "*.so*" -type f); do
+      if readelf -d "$lib" 2>/dev/null | grep -F "libcudnn.so.9" >/dev/null; then
+        nm -D --undefined-only "$lib"
+      fi
+    done | awk "{print \$2}" | sed "s/@.*//" | grep -E "^cudnn[A-Za-z0-9_]*$" | sort -u >symbols.txt
+    [ -s symbols.txt ] || { echo "no cudnn symbols found in libtorch-cuda-2.6" >&2; exit 1; }
+    {
+      echo "/* HLP link stub of cuDNN 9 (tools/debian13.sh): no GPU here, never called. */"
+      echo "#include <stddef.h>"
+      while read -r sym; do
+        case "$sym" in
+          cudnnGetErrorString) echo "const char* cudnnGetErrorString(int s) { (void)s; return \"cuDNN stub: no cuDNN on this machine\"; }" ;;
+          cudnnGetVersion|cudnnGetCudartVersion|cudnnGetMaxDeviceVersion) echo "size_t $sym(void) { return 0; }" ;;
+          *) echo "int $sym(void) { return 1; /* CUDNN_STATUS_NOT_INITIALIZED */ }" ;;
+        esac
+      done <symbols.txt
+    } >stub.c
+    mkdir -p pkg/DEBIAN pkg/usr/lib/x86_64-linux-gnu
+    # libtorch_cuda imports them versioned (cudnnCreate@libcudnn.so.9): the same version node
+    echo "libcudnn.so.9 { global: cudnn*; local: *; };" >stub.map
+    gcc -shared -fPIC -O1 -Wl,-soname,libcudnn.so.9 -Wl,--version-script=stub.map \
+        -o pkg/usr/lib/x86_64-linux-gnu/libcudnn.so.9 stub.c
+    ln -sf libcudnn.so.9 pkg/usr/lib/x86_64-linux-gnu/libcudnn.so
+    cat >pkg/DEBIAN/control <<CTRL
+Package: nvidia-cudnn
+Version: 9.0.0.312~cuda12+hlpstub1
+Architecture: amd64
+Maintainer: HLP <hlp@localhost>
+Description: HLP link stub of cuDNN 9 for a GPU-less Debian 13 build check
+ Stands in for nvidia-cudnn, whose install script downloads cuDNN from NVIDIA.
+ Every function returns CUDNN_STATUS_NOT_INITIALIZED. Not for GPU use.
+CTRL
+    dpkg-deb --build --root-owner-group pkg nvidia-cudnn-hlpstub.deb >/dev/null
+    dpkg -i nvidia-cudnn-hlpstub.deb >/dev/null
+    echo "$(wc -l <symbols.txt) cudnn functions stubbed"
+  ' 2>&1 | sed "s/^/[debian13:$flavour] cudnn stub: /"; then
+    die "cuDNN stub package failed"
+  fi
+  in_root dpkg --configure -a >>"$base/apt.log" 2>&1 || true  # packages left half-configured before
+}
+[ "$flavour" = cuda ] && install_cudnn_stub
 
 want="$(printf '%s\n' "${packages[@]}" | sort)"
 if [ "$(cat "$base/.packages" 2>/dev/null)" != "$want" ]; then
@@ -169,6 +237,10 @@ if [ "$flavour" = cuda ]; then
   say "ldd: $base/ldd.txt ($(grep -c libcudart "$base/ldd.txt" || true) lines with libcudart)"
 fi
 [ "$build_only" = 1 ] && exit 0
+if [ -n "$run_cmd" ]; then
+  in_root bash -c "cd /hlp/build && $run_cmd"
+  exit $?
+fi
 
 # ---- 3. the whole suite ----
 say "ctest ${ctest_args[*]} (log: $base/ctest.log)"
@@ -176,5 +248,13 @@ set +e
 in_root bash -c 'cd /hlp/build && ctest --output-on-failure -j 1 "$@"' ctest "${ctest_args[@]}" 2>&1 | tee "$base/ctest.log"
 rc=${PIPESTATUS[0]}
 set -e
+# ctest prints nothing of a skipped test: show each one's own SKIP line (they exit at once)
+skipped="$(sed -n '/The following tests did not run:/,/^$/p' "$base/ctest.log" \
+             | sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' | sort -u)"
+while IFS= read -r name; do
+  [ -n "$name" ] || continue
+  why="$(in_root bash -c 'cd /hlp/build && ctest -V -R "^$1\$" 2>&1' ctest "$name" | grep -m1 -o 'SKIP.*' || true)"
+  say "skipped: $name: ${why:-no SKIP line}"
+done <<<"$skipped"
 grep -E 'tests passed|tests failed' "$base/ctest.log" | sed "s/^/[debian13:$flavour] /" || true
 exit "$rc"

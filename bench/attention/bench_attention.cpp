@@ -1,6 +1,7 @@
 // hlp-bench-attention [--threads N] [--lengths 1024,2048,...] [--repeats R] [--only layer|model]
-//                     [--naive-budget-gib G]
-// Blocked (flash-style) vs naive attention, in one run, at each context length T:
+//                     [--naive-budget-gib G] [--versus naive|sdpa]
+// Blocked (flash-style) vs naive attention (or, with --versus sdpa, vs LibTorch 2.x's
+// scaled_dot_product_attention: its CPU flash kernel), in one run, at each context length T:
 //   1. one A layer and one S layer (window 256) of the `small` preset (D 256, 4/2 heads x 64),
 //      micro-batch 1: forward + backward of the whole attention module (projections, RoPE,
 //      kernel) from x [1, T, 256];
@@ -13,6 +14,7 @@
 // (accounting.h attention_memory) exceeds --naive-budget-gib: the line says so.
 // Fix the BLAS pool (OPENBLAS_NUM_THREADS=1 with --threads 1): see TOOLCHAIN.md.
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -30,6 +32,7 @@
 #include "model/attention_tiling.h"
 #include "model/hybrid_lm.h"
 #include "model/lora.h"
+#include "model/sdpa_attention.h"
 
 using namespace hlp::model;
 using hlp::metrics::CpuAllocatorCounter;
@@ -65,6 +68,15 @@ int64_t naive_attention_bytes(const ModelConfig& c, int64_t layer, int64_t T) {
   return m.saved_bytes + m.transient_bytes;
 }
 
+// The kernel compared with blocked (--versus): naive by default, or sdpa.
+AttnImpl g_versus = AttnImpl::naive;
+
+// Over the budget only for naive, whose T x T scores the accounting predicts; sdpa's flash
+// kernel is linear in T (its sliding-window mask is a [T, T] bool: 1 byte an entry).
+bool versus_over_budget(int64_t predicted_naive_bytes, int64_t budget) {
+  return g_versus == AttnImpl::naive && predicted_naive_bytes > budget;
+}
+
 void print_row(const char* what, int64_t T, const Measurement& blocked, const Measurement* naive,
                const char* skip_reason) {
   if (naive)
@@ -73,15 +85,16 @@ void print_row(const char* what, int64_t T, const Measurement& blocked, const Me
                 blocked.peak_bytes / kMiB, naive->peak_bytes / kMiB,
                 double(naive->peak_bytes) / double(blocked.peak_bytes));
   else
-    std::printf("%-8s %7lld %12.1f %12s %10s %13.1f %13s %10s  (naive skipped: %s)\n", what,
+    std::printf("%-8s %7lld %12.1f %12s %10s %13.1f %13s %10s  (%s skipped: %s)\n", what,
                 (long long)T, blocked.min_ms, "-", "-", blocked.peak_bytes / kMiB, "-", "-",
-                skip_reason);
+                to_string(g_versus).c_str(), skip_reason);
 }
 
 void print_header(const char* title) {
   std::printf("\n## %s\n", title);
-  std::printf("%-8s %7s %12s %12s %10s %13s %13s %10s\n", "what", "T", "blocked_ms", "naive_ms",
-              "speedup", "blocked_MiB", "naive_MiB", "mem_ratio");
+  const std::string v = to_string(g_versus);
+  std::printf("%-8s %7s %12s %12s %10s %13s %13s %10s\n", "what", "T", "blocked_ms",
+              (v + "_ms").c_str(), "speedup", "blocked_MiB", (v + "_MiB").c_str(), "mem_ratio");
 }
 
 void bench_layers(const std::vector<int64_t>& lengths, int repeats, int64_t naive_budget) {
@@ -108,11 +121,12 @@ void bench_layers(const std::vector<int64_t>& lengths, int repeats, int64_t naiv
       run(AttnImpl::blocked, 1);  // warm-up: first-touch pages, OpenBLAS buffers
       const auto blocked = run(AttnImpl::blocked, repeats);
       const char* what = layer == 0 ? "A" : "S(256)";
-      if (naive_attention_bytes(config, layer, T) > naive_budget) {
+      if (versus_over_budget(naive_attention_bytes(config, layer, T), naive_budget)) {
         print_row(what, T, blocked, nullptr, "predicted T x T memory over the budget");
         continue;
       }
-      const auto naive = run(AttnImpl::naive, repeats);
+      if (g_versus != AttnImpl::naive) run(g_versus, 1);  // its own warm-up
+      const auto naive = run(g_versus, repeats);
       print_row(what, T, blocked, &naive, "");
     }
   }
@@ -148,11 +162,11 @@ void bench_model(const std::vector<int64_t>& lengths, int repeats, int64_t naive
     for (int64_t l = 0; l < config.num_layers(); ++l)
       naive_bytes += config.layer_kind(l) == LayerKind::gated_delta ? 0
                                                                     : naive_attention_bytes(config, l, T);
-    if (naive_bytes + blocked.peak_bytes > naive_budget) {
+    if (versus_over_budget(naive_bytes + blocked.peak_bytes, naive_budget)) {
       print_row("small", T, blocked, nullptr, "predicted T x T memory over the budget");
       continue;
     }
-    const auto naive = run(AttnImpl::naive);
+    const auto naive = run(g_versus);
     print_row("small", T, blocked, &naive, "");
   }
 }
@@ -179,21 +193,29 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--only") == 0 && has_value) only = argv[++i];
     else if (std::strcmp(argv[i], "--naive-budget-gib") == 0 && has_value)
       naive_budget_gib = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--versus") == 0 && has_value &&
+             (std::strcmp(argv[i + 1], "naive") == 0 || std::strcmp(argv[i + 1], "sdpa") == 0))
+      g_versus = parse_attn_impl(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: hlp-bench-attention [--threads N] [--lengths 1024,2048,...] "
-                   "[--repeats R] [--only layer|model] [--naive-budget-gib G]\n");
+                   "[--repeats R] [--only layer|model] [--naive-budget-gib G] [--versus naive|sdpa]\n");
       return 2;
     }
+  }
+  if (g_versus == AttnImpl::sdpa && !sdpa_available(torch::kCPU)) {
+    std::fprintf(stderr, "hlp-bench-attention: --versus sdpa needs LibTorch >= 2.0 (this is %s)\n",
+                 TORCH_VERSION);
+    return 2;
   }
   CpuAllocatorCounter::install();
   at::set_num_threads(threads);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const char* blas = std::getenv("OPENBLAS_NUM_THREADS");
-  std::printf("# hlp-bench-attention: intra-op threads %d, OPENBLAS_NUM_THREADS=%s, repeats %d, "
-              "naive budget %.1f GiB, block %lld\n",
-              threads, blas ? blas : "(unset: pool sized to the machine)", repeats,
-              naive_budget_gib, (long long)kAttentionBlock);
+  std::printf("# hlp-bench-attention: LibTorch %s, intra-op threads %d, OPENBLAS_NUM_THREADS=%s, "
+              "repeats %d, blocked vs %s, naive budget %.1f GiB, block %lld\n",
+              TORCH_VERSION, threads, blas ? blas : "(unset: pool sized to the machine)", repeats,
+              to_string(g_versus).c_str(), naive_budget_gib, (long long)kAttentionBlock);
   const auto budget = static_cast<int64_t>(naive_budget_gib * 1024 * kMiB);
   if (only.empty() || only == "layer") bench_layers(lengths, repeats, budget);
   if (only.empty() || only == "model") bench_model(lengths, repeats, budget);

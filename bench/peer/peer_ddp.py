@@ -76,6 +76,9 @@ def worker(rank, args, port):
     torch.ones(64, 64) @ torch.ones(64, 64)  # loads the BLAS, so blas_threads() sees it
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    # PyTorch >= 2.4 starts its TCP store on libuv by default; Debian's build has no libuv and
+    # then refuses to start ("use_libuv was requested"). 1.13 ignores the variable.
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", rank=rank, world_size=args.world,
                             timeout=datetime.timedelta(seconds=600))
     cfg, model, tokens = load_export(args.export_dir)

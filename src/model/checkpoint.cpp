@@ -3,7 +3,7 @@
 #include "model/half_emulation.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
+#include "model/autocast_state.h"
 #include <torch/version.h>
 
 #include <mutex>
@@ -24,28 +24,16 @@ struct PrecisionContext {
 
   static PrecisionContext current() {
     PrecisionContext p;
-    p.cpu_autocast = at::autocast::is_cpu_enabled();
-    p.cpu_dtype = at::autocast::get_autocast_cpu_dtype();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    p.cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);
-    p.cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
-#else
-    p.cuda_autocast = at::autocast::is_enabled();
-    p.cuda_dtype = at::autocast::get_autocast_gpu_dtype();
-#endif
+    p.cpu_autocast = autocast_enabled(at::kCPU);
+    p.cpu_dtype = autocast_dtype(at::kCPU);
+    p.cuda_autocast = autocast_enabled(at::kCUDA);
+    p.cuda_dtype = autocast_dtype(at::kCUDA);
     p.half_emulation = half_emulation_enabled();
     return p;
   }
   void apply() const {
-    at::autocast::set_cpu_enabled(cpu_autocast);
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCUDA, cuda_autocast);
-    at::autocast::set_autocast_dtype(at::kCUDA, cuda_dtype);
-#else
-    at::autocast::set_enabled(cuda_autocast);
-    at::autocast::set_autocast_gpu_dtype(cuda_dtype);
-#endif
+    set_autocast(at::kCPU, cpu_autocast, cpu_dtype);
+    set_autocast(at::kCUDA, cuda_autocast, cuda_dtype);
   }
 };
 

@@ -1,6 +1,6 @@
 #include "parallel/strategy_util.h"
 
-#include <ATen/autocast_mode.h>
+#include "model/autocast_state.h"
 #include <torch/version.h>
 
 #include "common/clock.h"
@@ -76,48 +76,25 @@ at::TensorOptions scalar_options_for(const comm::Communicator& comm, at::ScalarT
 
 at::Tensor to_host(const at::Tensor& t) { return t.device().is_cpu() ? t : t.to(at::kCPU); }
 
-namespace {
-
-// CUDA autocast of the calling thread. It changes only ops on CUDA tensors, so it can be on in
-// a CPU run (LibTorch without CUDA: nothing to do). The one place for the API's versions:
-// LibTorch 1.13 - 2.3 name it set_enabled / set_autocast_gpu_dtype, 2.4 on take a device type.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-bool cuda_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCUDA); }
-void set_cuda_autocast(bool on, at::ScalarType dtype) {
-  at::autocast::set_autocast_enabled(at::kCUDA, on);
-  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-}
-at::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
-#else
-bool cuda_autocast_enabled() { return at::autocast::is_enabled(); }
-void set_cuda_autocast(bool on, at::ScalarType dtype) {
-  at::autocast::set_enabled(on);
-  at::autocast::set_autocast_gpu_dtype(dtype);
-}
-at::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_gpu_dtype(); }
-#endif
-
-}  // namespace
-
 AutocastScope::AutocastScope(model::Precision precision)
     : cpu_autocast_(precision == model::Precision::bf16),
       cuda_autocast_(precision != model::Precision::fp32 && at::hasCUDA()),
       half_emulation_(precision == model::Precision::fp16) {
   if (cuda_autocast_) {
-    previous_cuda_enabled_ = cuda_autocast_enabled();
-    previous_cuda_dtype_ = cuda_autocast_dtype();
-    set_cuda_autocast(true, model::autocast_dtype(precision));  // kBFloat16 or kHalf
+    previous_cuda_enabled_ = model::autocast_enabled(at::kCUDA);
+    previous_cuda_dtype_ = model::autocast_dtype(at::kCUDA);
+    model::set_autocast(at::kCUDA, true, model::autocast_dtype(precision));  // kBFloat16 or kHalf
   }
   if (!cpu_autocast_) return;
-  previous_enabled_ = at::autocast::is_cpu_enabled();
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  previous_enabled_ = model::autocast_enabled(at::kCPU);
+  previous_cpu_dtype_ = model::autocast_dtype(at::kCPU);
+  model::set_autocast(at::kCPU, true, at::kBFloat16);
 }
 
 AutocastScope::~AutocastScope() {
-  if (cuda_autocast_) set_cuda_autocast(previous_cuda_enabled_, previous_cuda_dtype_);
+  if (cuda_autocast_) model::set_autocast(at::kCUDA, previous_cuda_enabled_, previous_cuda_dtype_);
   if (!cpu_autocast_ && !cuda_autocast_) return;
-  if (cpu_autocast_) at::autocast::set_cpu_enabled(previous_enabled_);
+  if (cpu_autocast_) model::set_autocast(at::kCPU, previous_enabled_, previous_cpu_dtype_);
   at::autocast::clear_cache();
 }
 

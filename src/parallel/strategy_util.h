@@ -75,6 +75,7 @@ class AutocastScope {
   bool cpu_autocast_;
   bool cuda_autocast_;
   bool previous_enabled_ = false;
+  at::ScalarType previous_cpu_dtype_ = at::kBFloat16;
   bool previous_cuda_enabled_ = false;
   at::ScalarType previous_cuda_dtype_ = at::kHalf;
   model::HalfEmulationGuard half_emulation_;

@@ -5,6 +5,7 @@
 #include <torch/version.h>
 #include <torch/torch.h>
 
+#include "model/autocast_state.h"
 #include "model/gdn_core.h"
 #include "model/precision.h"
 #include "test_helpers.h"
@@ -106,14 +107,6 @@ TEST_CASE("model: gdn core gradients match finite differences (float64)", "[mode
 }
 
 namespace {
-// CUDA autocast's thread-local switch (it needs no GPU: it only changes the excluded key set).
-void set_cuda_autocast(bool on) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_enabled(at::kCUDA, on);
-#else
-  at::autocast::set_enabled(on);
-#endif
-}
 bool excluded(c10::DispatchKey key) { return c10::impl::tls_is_dispatch_key_excluded(key); }
 }  // namespace
 
@@ -124,9 +117,8 @@ TEST_CASE("gdn: the fp32 core region holds off CPU and CUDA autocast alike", "[m
   // key itself is checked; CPU autocast stands in for the behaviour: under autocast a float32
   // matmul comes out bfloat16, inside the guard float32.
   auto a = torch::randn({8, 8}), b = torch::randn({8, 8});
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  set_cuda_autocast(true);
+  set_autocast(at::kCPU, true, at::kBFloat16);
+  set_autocast(at::kCUDA, true, at::kHalf);  // no GPU needed: it changes the excluded key set
   const bool cuda_on_outside = !excluded(c10::DispatchKey::AutocastCUDA);
   const auto outside = torch::matmul(a, b).scalar_type();
   torch::ScalarType inside;
@@ -139,8 +131,8 @@ TEST_CASE("gdn: the fp32 core region holds off CPU and CUDA autocast alike", "[m
   }
   const bool cuda_on_after = !excluded(c10::DispatchKey::AutocastCUDA);
   const bool cpu_on_after = !excluded(c10::DispatchKey::AutocastCPU);
-  set_cuda_autocast(false);
-  at::autocast::set_cpu_enabled(false);
+  set_autocast(at::kCUDA, false, at::kHalf);
+  set_autocast(at::kCPU, false, at::kBFloat16);
   at::autocast::clear_cache();
   CHECK(cuda_on_outside);
   CHECK(outside == torch::kBFloat16);

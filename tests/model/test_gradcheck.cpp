@@ -1,6 +1,7 @@
 // Finite-difference gradient checks (float64) for every block type, the whole model, and
 // LoRALinear; activation checkpointing gives the same gradients as storing activations.
 #include <ATen/autocast_mode.h>
+#include "model/autocast_state.h"
 #include "catch_compat.h"
 #include <torch/torch.h>
 
@@ -109,12 +110,11 @@ std::map<std::string, torch::Tensor> gradients_of(bool checkpointing, const Lora
   torch::manual_seed(11);  // dropout masks draw from here
   torch::Tensor loss;
   if (bf16) {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    hlp::model::set_autocast(at::kCPU, true, at::kBFloat16);
   }
   loss = hlp::model::cross_entropy_loss(model->forward(tokens), tokens);
   if (bf16) {
-    at::autocast::set_cpu_enabled(false);
+    hlp::model::set_autocast(at::kCPU, false, at::kBFloat16);
     at::autocast::clear_cache();
   }
   loss.backward();

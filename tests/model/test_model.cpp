@@ -22,7 +22,7 @@ using namespace hlp::model;
 namespace {
 // One intra-op thread for every model test (ctest also sets OMP_NUM_THREADS=1).
 struct SingleThreadListener : Catch::TestEventListenerBase {
-  using TestEventListenerBase::TestEventListenerBase;
+  using Catch::TestEventListenerBase::TestEventListenerBase;
   void testRunStarting(const Catch::TestRunInfo&) override { at::set_num_threads(1); }
 };
 }  // namespace

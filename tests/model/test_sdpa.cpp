@@ -28,10 +28,12 @@ using hlp::model::sdpa_attention;
 
 int failures = 0;
 
-// max |a - b| / max |b| (b the reference)
+// max |a - b| / max(max |b|, 1) (b the reference). The floor of 1 (the inputs are standard
+// normal) makes it absolute where the reference is ~0: with T = 1 a query sees one key, its
+// softmax is constant and dq is exactly 0 in naive, rounding noise in a fused kernel.
 double rel(const torch::Tensor& a, const torch::Tensor& b) {
   auto a64 = a.detach().to(torch::kCPU, torch::kFloat64), b64 = b.detach().to(torch::kCPU, torch::kFloat64);
-  return (a64 - b64).abs().max().item<double>() / std::max(b64.abs().max().item<double>(), 1e-30);
+  return (a64 - b64).abs().max().item<double>() / std::max(b64.abs().max().item<double>(), 1.0);
 }
 
 struct Result {
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
           check(std::string(tag) + " dq   vs naive", rel(got.dq, ref.dq), tol);
           check(std::string(tag) + " dk   vs naive", rel(got.dk, ref.dk), tol);
           check(std::string(tag) + " dv   vs naive", rel(got.dv, ref.dv), tol);
+          if (dtype == torch::kFloat64) continue;  // blocked ran in fp32: naive is the reference
           check(std::string(tag) + " out  vs blocked", rel(got.out, blk.out), tol);
           check(std::string(tag) + " dq   vs blocked", rel(got.dq, blk.dq), tol);
         }

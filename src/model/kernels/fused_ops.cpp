@@ -1,6 +1,6 @@
 #include "model/kernels/fused_ops.h"
 
-#include <ATen/autocast_mode.h>
+#include "model/autocast_state.h"
 #include <ATen/record_function.h>
 
 #include "model/kernels/cpu_kernels.h"
@@ -11,7 +11,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 bool applicable(Kernels kernels, std::initializer_list<torch::Tensor> tensors) {
-  if (kernels != Kernels::fused || at::autocast::is_cpu_enabled()) return false;
+  if (kernels != Kernels::fused || autocast_enabled(at::kCPU)) return false;
   c10::optional<torch::ScalarType> dtype;
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
