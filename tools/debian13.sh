@@ -226,12 +226,13 @@ say "built in $(( $(date +%s) - t0 )) s"
 if [ "$flavour" = cuda ]; then
   # which binary loads which CUDA library (the record the issue asks for)
   {
-    echo "# ldd of every HLP executable in the Debian 13 CUDA build: libtorch_cuda, libcudart, libnccl"
+    echo "# ldd of every HLP executable in the Debian 13 CUDA build: libtorch_cuda, libcudart, libnccl, libcudnn (the stub)"
     for exe in "$root"/hlp/build/bin/*; do
       [ -x "$exe" ] && [ -f "$exe" ] || continue
-      file -b "$exe" 2>/dev/null | grep -q ELF || head -c4 "$exe" | grep -q ELF || continue
-      in_root ldd "/hlp/build/bin/$(basename "$exe")" | grep -E 'libtorch_cuda|libcudart|libnccl' \
-        | sed "s|^[[:space:]]*|$(basename "$exe"): |"
+      [ "$(head -c4 "$exe" | tail -c3)" = ELF ] || continue
+      lines="$(in_root ldd "/hlp/build/bin/$(basename "$exe")" | grep -E 'libtorch_cuda|libcudart|libnccl|libcudnn' || true)"
+      if [ -n "$lines" ]; then sed "s|^[[:space:]]*|$(basename "$exe"): |" <<<"$lines"
+      else echo "$(basename "$exe"): (none of them)"; fi
     done
   } >"$base/ldd.txt"
   say "ldd: $base/ldd.txt ($(grep -c libcudart "$base/ldd.txt" || true) lines with libcudart)"

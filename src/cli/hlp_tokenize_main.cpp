@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "data/tokenizer.h"
 #include "data/utf8.h"
 
@@ -77,7 +78,8 @@ void run(const Args& a) {
       ids.clear();
       for (const auto& id : j) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tok->vocab_size())
-          throw hlp::user_error(where(), "id ", id.dump(), " is not in [0, ", tok->vocab_size(), ")");
+          throw hlp::user_error(where(), "id ", hlp::printable(id.dump()), " is not in [0, ",
+                                tok->vocab_size(), ")");
         ids.push_back(id.get<int32_t>());
       }
       out = nlohmann::json{{a.field, tok->decode(ids)}}.dump();
@@ -99,7 +101,9 @@ int main(int argc, char** argv) {
   try {
     run(parse(argc, argv));
   } catch (const hlp::UserError& e) {
-    std::fprintf(stderr, "hlp-tokenize: error: %s\n", e.what());
+    // One line of valid UTF-8 whatever the message quotes (printable(), no cut).
+    const std::string line = hlp::printable(e.what(), std::string::npos);
+    std::fprintf(stderr, "hlp-tokenize: error: %s\n", line.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hlp-tokenize: internal error: %s\n", e.what());

@@ -10,9 +10,20 @@
 #include "cli/train_job.h"
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
+#include "common/printable.h"
 #include "data/tokenizer.h"
 #include "model/hf/config_json.h"
 #include "train/device.h"
+
+namespace {
+
+// The one line a UserError prints: valid UTF-8 without control characters whatever the message
+// quotes (a path from an INI file ...); excerpts of files were already cut short where quoted.
+std::string error_line(const hlp::UserError& e) {
+  return "hlp-train: error: " + hlp::printable(e.what(), std::string::npos);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const int rank = hlp::cli::launcher_rank();
@@ -23,13 +34,17 @@ int main(int argc, char** argv) {
     // on every rank (after MPI_Init a UserError ends the job through MPI_Abort).
     if (args.action == hlp::cli::Action::Train) {
       hlp::data::make_tokenizer(args.config.tokenizer);
+      // Likewise a bad --model-config (a zero head count, an absurd layer count ...): it is
+      // validated without allocating anything.
+      if (!args.config.model_config.empty())
+        hlp::model::hf::read_hf_config(args.config.model_config);
       // Likewise --device cuda without a usable GPU or CUDA LibTorch, and --comm nccl where
       // NCCL cannot run: every rank of a machine sees the same, so rank 0 says it once.
       hlp::train::check_device_request(args.config.device, args.config.comm);
     }
   } catch (const hlp::UserError& e) {
     // Every rank parses the same arguments and fails the same way: print once, exit everywhere.
-    if (rank == 0) std::fprintf(stderr, "hlp-train: error: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "%s\n", error_line(e).c_str());
     return 2;
   }
   if (args.action == hlp::cli::Action::Help) {
@@ -44,7 +59,7 @@ int main(int argc, char** argv) {
         std::cout << hlp::model::hf::provenance_text(
             hlp::model::hf::read_hf_config(args.config.model_config));
       } catch (const hlp::UserError& e) {
-        std::fprintf(stderr, "hlp-train: error: %s\n", e.what());
+        std::fprintf(stderr, "%s\n", error_line(e).c_str());
         return 2;
       }
     }
@@ -58,7 +73,7 @@ int main(int argc, char** argv) {
     // Usually every rank fails alike (config, data); rank 0 speaks and ends the job. A rank
     // failing alone ends it too, after giving rank 0 a moment to speak first.
     if (world->rank() != 0) sleep(2);
-    hlp::comm::abort_all(std::string("hlp-train: error: ") + e.what(), 2);
+    hlp::comm::abort_all(error_line(e), 2);
   } catch (const std::exception& e) {
     hlp::comm::abort_all("hlp-train: internal error on rank " + std::to_string(world->rank()) +
                              ": " + e.what(),

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace po = boost::program_options;
 
@@ -197,10 +198,18 @@ void describe(OptionTable& t, Descriptions& d) {
   d.visible.add(d.command_only).add(par).add(model).add(ft).add(data).add(run);
 }
 
-bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
-  for (const char* c : choices)
-    if (v == c) return true;
-  return false;
+// --name must be one of `choices`: "--name: unknown value 'x'; choose a, b or c". The value
+// may come from an INI file, so it is quoted printable().
+void require_choice(const char* name, const std::string& value,
+                    std::initializer_list<const char*> choices) {
+  std::string list;
+  size_t i = 0;
+  for (const char* c : choices) {
+    if (value == c) return;
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(c);
+    ++i;
+  }
+  throw user_error("--", name, ": unknown value '", printable(value), "'; choose ", list);
 }
 
 void require_positive(const char* name, long long v) {
@@ -210,28 +219,18 @@ void require_positive(const char* name, long long v) {
 }  // namespace
 
 void validate(const train::TrainConfig& c) {
-  if (!one_of(c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp"}))
-    throw user_error("--strategy: unknown value '", c.strategy,
-                     "'; choose single, ddp, fsdp, fsdp2, pp or tp");
-  if (!one_of(c.pp_schedule, {"gpipe", "1f1b"}))
-    throw user_error("--pp-schedule: unknown value '", c.pp_schedule, "'; choose gpipe or 1f1b");
-  if (!one_of(c.gdn_mode, {"chunked", "recurrent"}))
-    throw user_error("--gdn-mode: unknown value '", c.gdn_mode, "'; choose chunked or recurrent");
-  if (!one_of(c.kernels, {"fused", "reference"}))
-    throw user_error("--kernels: unknown value '", c.kernels, "'; choose fused or reference");
-  if (!one_of(c.attn_impl, {"auto", "naive", "blocked", "sdpa"}))
-    throw user_error("--attn-impl: unknown value '", c.attn_impl,
-                     "'; choose auto, naive, blocked or sdpa");
-  if (!one_of(c.precision, {"fp32", "bf16", "fp16"}))
-    throw user_error("--precision: unknown value '", c.precision, "'; choose fp32, bf16 or fp16");
+  require_choice("strategy", c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp"});
+  require_choice("pp-schedule", c.pp_schedule, {"gpipe", "1f1b"});
+  require_choice("gdn-mode", c.gdn_mode, {"chunked", "recurrent"});
+  require_choice("kernels", c.kernels, {"fused", "reference"});
+  require_choice("attn-impl", c.attn_impl, {"auto", "naive", "blocked", "sdpa"});
+  require_choice("precision", c.precision, {"fp32", "bf16", "fp16"});
   if (!(c.loss_scale_init >= 1) || !std::isfinite(c.loss_scale_init))
     throw user_error("--loss-scale-init must be a finite number >= 1 (got ", c.loss_scale_init,
                      ")");
   require_positive("loss-scale-growth-interval", c.loss_scale_growth_interval);
-  if (!one_of(c.device, {"auto", "cpu", "cuda"}))
-    throw user_error("--device: unknown value '", c.device, "'; choose auto, cpu or cuda");
-  if (!one_of(c.comm, {"auto", "nccl", "mpi"}))
-    throw user_error("--comm: unknown value '", c.comm, "'; choose auto, nccl or mpi");
+  require_choice("device", c.device, {"auto", "cpu", "cuda"});
+  require_choice("comm", c.comm, {"auto", "nccl", "mpi"});
   if (c.comm == "nccl" && c.device == "cpu")
     throw user_error("--comm nccl moves CUDA tensors and needs --device cuda (or auto on a "
                      "GPU); use --comm mpi or auto with --device cpu");
@@ -289,12 +288,13 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       try {
         po::store(po::parse_config_file(in, d.visible, /*allow_unregistered=*/false), vm);
       } catch (const po::error& e) {
-        throw user_error("--config ", path, ": ", e.what());
+        // Boost quotes the file's keys and values: they may be any bytes (printable()).
+        throw user_error("--config ", path, ": ", printable(e.what()));
       }
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    throw user_error(e.what(), " (see hlp-train --help)");
+    throw user_error(printable(e.what()), " (see hlp-train --help)");
   }
   if (vm.count("help")) {
     std::ostringstream os;

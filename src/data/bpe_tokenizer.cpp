@@ -128,8 +128,8 @@ std::atomic<uint64_t> next_tokenizer_serial{1};
 class BpeTokenizer final : public Tokenizer {
  public:
   explicit BpeTokenizer(const std::string& path)
-      : spec_(load_hf_bpe_spec(path)), splitter_(spec_.split_regex), merges_(spec_.merges),
-        serial_(next_tokenizer_serial++) {
+      : path_(path), spec_(load_hf_bpe_spec(path)), splitter_(spec_.split_regex),
+        merges_(spec_.merges), serial_(next_tokenizer_serial++) {
     std::copy(spec_.byte_ids, spec_.byte_ids + 256, byte_id_);
     // id → bytes, for decode: every character of a vocab token is one byte in GPT-2's alphabet.
     id_bytes_.resize(size_t(spec_.vocab_size));
@@ -153,18 +153,11 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   void encode(std::string_view text, std::vector<int32_t>& ids) const override {
-    std::string repaired;
-    if (!is_valid_utf8(text)) text = repaired = repair_utf8(text);
-    WordCache& cache = thread_cache();
-    split_added(text, raw_added_, raw_first_byte_, ids, [&](std::string_view segment) {
-      std::string storage;
-      const std::string_view normal = spec_.nfc ? to_nfc(segment, storage) : segment;
-      split_added(normal, normalized_added_, normalized_first_byte_, ids, [&](std::string_view part) {
-        splitter_.split(part, [&](size_t start, size_t length) {
-          encode_word(part.substr(start, length), cache, ids);
-        });
-      });
-    });
+    try {
+      encode_text(text, ids);
+    } catch (const UserError& e) {  // the file's regex backtracked catastrophically on `text`
+      throw user_error("--tokenizer '", path_, "': ", e.what());
+    }
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
@@ -180,6 +173,21 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   using AddedList = std::vector<HfAddedToken>;
+
+  void encode_text(std::string_view text, std::vector<int32_t>& ids) const {
+    std::string repaired;
+    if (!is_valid_utf8(text)) text = repaired = repair_utf8(text);
+    WordCache& cache = thread_cache();
+    split_added(text, raw_added_, raw_first_byte_, ids, [&](std::string_view segment) {
+      std::string storage;
+      const std::string_view normal = spec_.nfc ? to_nfc(segment, storage) : segment;
+      split_added(normal, normalized_added_, normalized_first_byte_, ids, [&](std::string_view part) {
+        splitter_.split(part, [&](size_t start, size_t length) {
+          encode_word(part.substr(start, length), cache, ids);
+        });
+      });
+    });
+  }
 
   // The bytes a vocab token spells: each of its characters is one byte in GPT-2's alphabet
   // (code points below 324). A token with any other character stands for its own UTF-8.
@@ -335,6 +343,7 @@ class BpeTokenizer final : public Tokenizer {
     for (int32_t i = 0; i >= 0; i = next[size_t(i)]) ids.push_back(sym[size_t(i)]);
   }
 
+  std::string path_;  // as given to --tokenizer, for messages
   HfBpeSpec spec_;
   RegexSplitter splitter_;
   MergeTable merges_;

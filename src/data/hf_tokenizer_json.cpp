@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "data/unicode_text.h"
 
 namespace hlp::data {
@@ -53,10 +54,11 @@ class Checker {
     if (!obj[key].is_boolean()) fail("\"", key, "\" is not a boolean");
     return obj[key].get<bool>();
   }
+  // The component's type, printable(): it is only compared with names and quoted in messages.
   std::string type_of(const json& obj, const char* what) const {
     if (!obj.is_object() || !obj.contains("type") || !obj["type"].is_string())
       fail(what, " has no \"type\"");
-    return obj["type"].get<std::string>();
+    return printable(obj["type"].get<std::string>());
   }
 
  private:
@@ -90,7 +92,8 @@ void read_pre_tokenizer(const json& pre, const Checker& check, HfBpeSpec& spec) 
     check.unsupported("pre_tokenizer Split without a Regex pattern (a String pattern)");
   if (!split.contains("behavior") || split["behavior"] != "Isolated")
     check.unsupported("pre_tokenizer Split behavior ",
-                      split.contains("behavior") ? split["behavior"].dump() : std::string("(none)"),
+                      split.contains("behavior") ? printable(split["behavior"].dump())
+                                                 : std::string("(none)"),
                       " (only Isolated)");
   if (check.flag(split, "invert")) check.unsupported("pre_tokenizer Split with invert true");
   spec.split_regex = split["pattern"]["Regex"].get<std::string>();
@@ -107,13 +110,13 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
     check.unsupported("model BPE with dropout");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && model[key] != "")
-      check.unsupported("model BPE with ", key, " ", model[key].dump());
+      check.unsupported("model BPE with ", key, " ", printable(model[key].dump()));
   spec.ignore_merges = check.flag(model, "ignore_merges");
   if (!model.contains("vocab") || !model["vocab"].is_object()) check.fail("model has no \"vocab\" object");
   ids.reserve(model["vocab"].size() * 2);
   for (const auto& [token, id] : model["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 30))
-      check.fail("vocab entry '", token, "' has no valid id");
+      check.fail("vocab entry '", printable(token), "' has no valid id");
     const int32_t i = id.get<int32_t>();
     if (size_t(i) >= spec.vocab.size()) spec.vocab.resize(size_t(i) + 1);
     spec.vocab[size_t(i)] = token;
@@ -135,7 +138,8 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
     if (m.is_string()) {  // older files: "left right"
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ', 1);
-      if (space == std::string::npos) check.fail("merges[", rank, "] '", s, "' is not two tokens");
+      if (space == std::string::npos)
+        check.fail("merges[", rank, "] '", printable(s), "' is not two tokens");
       left = s.substr(0, space);
       right = s.substr(space + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -150,8 +154,8 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
     for (int k = 0; k < 3; ++k) {
       auto it = ids.find(*names[k]);
       if (it == ids.end())
-        check.fail("merges[", rank, "] ('", left, "', '", right, "') names '", *names[k],
-                   "', which is not in the vocabulary");
+        check.fail("merges[", rank, "] ('", printable(left), "', '", printable(right), "') names '",
+                   printable(*names[k]), "', which is not in the vocabulary");
       parts[k] = it->second;
     }
     spec.merges.push_back({parts[0], parts[1], parts[2]});
@@ -165,18 +169,22 @@ void read_added_tokens(const json& added, const Checker& check, HfBpeSpec& spec,
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
         !a["content"].is_string() || a["content"].get<std::string>().empty())
-      check.fail("an added_tokens entry lacks an id or a content: ", a.dump());
+      check.fail("an added_tokens entry lacks an id or a content: ", printable(a.dump()));
     HfAddedToken t;
-    t.id = a["id"].get<int32_t>();
     t.content = a["content"].get<std::string>();
-    if (t.id < 0) check.fail("added token '", t.content, "' has a negative id");
+    const int64_t id = a["id"].get<int64_t>();  // bounded like the vocab's: ids size tables
+    if (id < 0 || id > (1 << 30))
+      check.fail("added token '", printable(t.content), "' has id ", id, ", outside [0, 2^30]");
+    t.id = int32_t(id);
     for (const char* key : {"lstrip", "rstrip", "single_word"})
-      if (check.flag(a, key)) check.unsupported("added token '", t.content, "' with ", key, " true");
+      if (check.flag(a, key))
+        check.unsupported("added token '", printable(t.content), "' with ", key, " true");
     t.special = check.flag(a, "special");
     t.normalized = check.flag(a, "normalized");
     auto known = ids.find(t.content);
     if (known != ids.end() && known->second != t.id)
-      check.fail("added token '", t.content, "' has id ", t.id, " but the vocabulary says ", known->second);
+      check.fail("added token '", printable(t.content), "' has id ", t.id,
+                 " but the vocabulary says ", known->second);
     spec.added_tokens.push_back(t);
   }
 }
@@ -207,7 +215,7 @@ HfBpeSpec load_hf_bpe_spec(const std::string& path) {
   try {
     root = json::parse(bytes);
   } catch (const json::parse_error& e) {
-    check.fail("not valid JSON (", e.what(), "); a truncated download? fetch it again "
+    check.fail("not valid JSON (", printable(e.what()), "); a truncated download? fetch it again "
                "(datasets/qwen3/fetch.sh)");
   }
   if (!root.is_object()) check.fail("not a tokenizer.json (the top level is not an object)");
@@ -239,12 +247,14 @@ HfBpeSpec load_hf_bpe_spec(const std::string& path) {
   read_bpe_model(root["model"], check, spec, ids);
   read_added_tokens(root.contains("added_tokens") ? root["added_tokens"] : null, check, spec, ids);
   const json& post = root.contains("post_processor") ? root["post_processor"] : null;
-  if (!post.is_null() && check.type_of(post, "post_processor") != "ByteLevel")
-    check.unsupported("post_processor ", post["type"].get<std::string>());
+  if (!post.is_null()) {
+    const std::string post_type = check.type_of(post, "post_processor");
+    if (post_type != "ByteLevel") check.unsupported("post_processor ", post_type);
+  }
   const json& decoder = root.contains("decoder") ? root["decoder"] : null;
   if (decoder.is_null()) check.unsupported("decoder null (byte-level BPE needs ByteLevel)");
-  if (check.type_of(decoder, "decoder") != "ByteLevel")
-    check.unsupported("decoder ", decoder["type"].get<std::string>());
+  const std::string decoder_type = check.type_of(decoder, "decoder");
+  if (decoder_type != "ByteLevel") check.unsupported("decoder ", decoder_type);
 
   spec.vocab_size = int32_t(spec.vocab.size());
   for (const auto& t : spec.added_tokens) {

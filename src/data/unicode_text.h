@@ -27,6 +27,8 @@ class RegexSplitter {
   // Calls piece(start, length) for every match of the pattern in `text` (valid UTF-8) and for
   // every non-empty stretch between matches, left to right: the pieces tile the text
   // (Hugging Face's SplitDelimiterBehavior::Isolated). Thread-safe; match state is per thread.
+  // Throws hlp::UserError when the pattern backtracks catastrophically on `text` (it exceeds a
+  // step budget linear in text.size(), unicode_text.cpp); the caller names the file.
   template <typename F>
   void split(std::string_view text, F&& piece) const {
     split_impl(text, [](void* f, size_t start, size_t length) { (*static_cast<F*>(f))(start, length); },

@@ -1,46 +1,15 @@
 #include "data/utf8.h"
 
+#include "common/utf8_char.h"
+
 namespace hlp::data {
-namespace {
 
-// Length of the valid UTF-8 character starting at s[i], or 0 if the bytes there are invalid.
-// On invalid input, *bad_len gets the length of the maximal invalid subpart (>= 1).
-size_t valid_char_length(std::string_view s, size_t i, size_t* bad_len) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  *bad_len = 1;
-  if (c < 0x80) return 1;
-  size_t need;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 3;
-    if (c == 0xE0) lo = 0xA0;  // no overlongs
-    if (c == 0xED) hi = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 4;
-    if (c == 0xF0) lo = 0x90;  // no overlongs
-    if (c == 0xF4) hi = 0x8F;  // <= U+10FFFF
-  } else {
-    return 0;
-  }
-  for (size_t k = 1; k < need; ++k) {
-    *bad_len = k;  // a valid prefix of a character is one maximal invalid subpart
-    if (i + k >= s.size()) return 0;
-    const unsigned char b = byte(i + k);
-    const bool ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
-    if (!ok) return 0;
-  }
-  return need;
-}
-
-}  // namespace
-
+// The decoding rule (what is a character, what is one maximal invalid subpart) is
+// hlp::utf8_char_length, shared with printable() for error messages.
 bool is_valid_utf8(std::string_view text) {
   size_t i = 0, bad = 0;
   while (i < text.size()) {
-    const size_t n = valid_char_length(text, i, &bad);
+    const size_t n = utf8_char_length(text, i, &bad);
     if (n == 0) return false;
     i += n;
   }
@@ -57,7 +26,7 @@ std::string repair_utf8(std::string_view text, int* replaced) {
   }
   out.reserve(text.size() + 8);
   while (i < text.size()) {
-    const size_t n = valid_char_length(text, i, &bad);
+    const size_t n = utf8_char_length(text, i, &bad);
     if (n > 0) {
       out.append(text.data() + i, n);
       i += n;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/error.h"
 #include "model/attention_tiling.h"
 
 namespace hlp::model {
@@ -19,7 +20,9 @@ void add_param(std::vector<ParamSpec>& table, const std::string& module, const s
   p.name = module + "." + leaf;
   p.shape = std::move(shape);
   p.numel = 1;
-  for (auto d : p.shape) p.numel *= d;
+  for (auto d : p.shape)  // checked: validate() counts the parameters of an untrusted config
+    if (__builtin_mul_overflow(p.numel, d, &p.numel))
+      throw user_error("model config: ", p.name, " would have more than 2^63 elements");
   p.layer = layer;
   table.push_back(std::move(p));
 }

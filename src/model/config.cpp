@@ -1,9 +1,12 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "common/error.h"
+#include "model/accounting.h"
+#include "model/config_limits.h"
 
 namespace hlp::model {
 
@@ -67,30 +70,66 @@ ModelConfig ModelConfig::with_pattern(const std::string& new_pattern) const {
   return copy;
 }
 
-static void require_positive(int64_t value, const char* field) {
-  if (value <= 0) throw user_error("model config: ", field, " must be > 0, got ", value);
+namespace {
+
+// Every size a tensor is built from or that divides another size: zero would divide by zero
+// later, and a huge one overflow the parameter arithmetic or the memory (config_limits.h).
+void require_size(int64_t value, const char* field) {
+  if (value < 1 || value > kMaxDimension)
+    throw user_error("model config: ", field, " must be in [1, ", kMaxDimension, "], got ", value);
 }
+
+void require_positive_finite(double value, const char* field) {
+  if (!(value > 0) || !std::isfinite(value))
+    throw user_error("model config: ", field, " must be a finite number > 0, got ", value);
+}
+
+// The parameters' fp32 bytes in closed form (the accounting's table: nothing is allocated),
+// summed with overflow checks: an absurd layer count or width is refused here, before the
+// model is built, instead of being found by the OOM killer minutes later.
+void require_parameter_bytes_within_limit(const ModelConfig& c) {
+  int64_t parameters = 0, bytes = 0;
+  bool overflow = false;
+  for (const auto& p : parameter_table(c, LoraConfig::none()))
+    if (__builtin_add_overflow(parameters, p.numel, &parameters)) {
+      overflow = true;
+      break;
+    }
+  if (!overflow) overflow = __builtin_mul_overflow(parameters, int64_t(sizeof(float)), &bytes);
+  if (overflow || bytes > kMaxParameterBytes) {
+    std::ostringstream count;
+    if (overflow) count << "more than 2^61 parameters";
+    else count << parameters << " parameters (" << bytes << " bytes in fp32)";
+    throw user_error("model config: ", count.str(), " exceed HLP's limit of 2^40 bytes (1 TiB) of "
+                     "parameters (", c.num_layers(), " layers, hidden ", c.hidden, ", mlp_hidden ",
+                     c.mlp_hidden, ", vocab ", c.vocab, "); check the layer count and widths");
+  }
+}
+
+}  // namespace
 
 void ModelConfig::validate() const {
   if (pattern.empty())
     throw user_error("model config: empty layer pattern: give one letter per layer, e.g. GGAGS "
                      "(G gated delta, A full attention, S sliding window)");
+  if (num_layers() > kMaxLayers)
+    throw user_error("model config: ", num_layers(), " layers exceed HLP's limit of ", kMaxLayers);
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c != 'G' && c != 'A' && c != 'S')
       throw user_error("model config: layer pattern '", pattern, "' has '", c, "' at position ",
                        i, ": use only G (gated delta), A (full attention), S (sliding window)");
   }
-  require_positive(hidden, "hidden");
-  require_positive(mlp_hidden, "mlp_hidden");
-  require_positive(vocab, "vocab");
-  if (!(rms_eps > 0)) throw user_error("model config: rms_eps must be > 0");
+  require_size(hidden, "hidden");
+  require_size(mlp_hidden, "mlp_hidden");
+  require_size(vocab, "vocab");
+  require_positive_finite(rms_eps, "rms_eps");
   const bool has_attention = count_layers(LayerKind::full_attention) +
                                  count_layers(LayerKind::sliding_window) > 0;
   if (has_attention) {
-    require_positive(attn_heads, "attn_heads");
-    require_positive(attn_kv_heads, "attn_kv_heads");
-    require_positive(attn_head_dim, "attn_head_dim");
+    require_size(attn_heads, "attn_heads");
+    require_size(attn_kv_heads, "attn_kv_heads");
+    require_size(attn_head_dim, "attn_head_dim");
     if (attn_heads % attn_kv_heads != 0)
       throw user_error("model config: attn_kv_heads ", attn_kv_heads,
                        " does not divide attn_heads ", attn_heads,
@@ -98,22 +137,23 @@ void ModelConfig::validate() const {
     if (attn_head_dim % 2 != 0)
       throw user_error("model config: attn_head_dim ", attn_head_dim,
                        " must be even (RoPE rotates pairs of channels)");
-    if (!(rope_theta > 0)) throw user_error("model config: rope_theta must be > 0");
+    require_positive_finite(rope_theta, "rope_theta");
   }
-  if (count_layers(LayerKind::sliding_window) > 0) require_positive(window, "window");
+  if (count_layers(LayerKind::sliding_window) > 0) require_size(window, "window");
   if (count_layers(LayerKind::gated_delta) > 0) {
-    require_positive(gdn_heads, "gdn_heads");
-    require_positive(gdn_head_dim_k, "gdn_head_dim_k");
-    require_positive(gdn_head_dim_v, "gdn_head_dim_v");
-    require_positive(gdn_conv_width, "gdn_conv_width");
-    require_positive(gdn_chunk, "gdn_chunk");
-    if (gdn_variant == GdnVariant::jetblock && gdn_heads * gdn_head_dim_v / std::max<int64_t>(gdn_dconv_reduction, 1) < 1)
+    require_size(gdn_heads, "gdn_heads");
+    require_size(gdn_head_dim_k, "gdn_head_dim_k");
+    require_size(gdn_head_dim_v, "gdn_head_dim_v");
+    require_size(gdn_conv_width, "gdn_conv_width");
+    require_size(gdn_chunk, "gdn_chunk");
+    require_size(gdn_dconv_reduction, "gdn_dconv_reduction");
+    if (gdn_variant == GdnVariant::jetblock && gdn_heads * gdn_head_dim_v / gdn_dconv_reduction < 1)
       throw user_error("model config: gdn_dconv_reduction ", gdn_dconv_reduction,
                        " leaves no kernel-generator width (gdn_heads * gdn_head_dim_v = ",
                        gdn_heads * gdn_head_dim_v, ")");
-    require_positive(gdn_dconv_reduction, "gdn_dconv_reduction");
-    if (!(gdn_norm_eps > 0)) throw user_error("model config: gdn_norm_eps must be > 0");
+    require_positive_finite(gdn_norm_eps, "gdn_norm_eps");
   }
+  require_parameter_bytes_within_limit(*this);
 }
 
 std::string ModelConfig::summary() const {

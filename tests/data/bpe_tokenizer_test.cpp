@@ -5,6 +5,7 @@
 // threads, and one clear UserError per bad file.
 #include "catch_compat.h"
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -245,4 +246,35 @@ TEST_CASE("data: a bad tokenizer.json is one UserError naming what is wrong", "[
   j = tiny_tokenizer_json();
   j["added_tokens"][0]["lstrip"] = true;
   fails_with("lstrip.json", j.dump(), "with lstrip true is not supported");
+}
+
+// Issue 27: a pre-tokenizer regex that backtracks catastrophically. PCRE2's default budget
+// (10 million steps per match attempt) let it spend seconds to minutes on a corpus before some
+// word exceeded it, then fail as an internal error; now the file is named within a second.
+TEST_CASE("data: a catastrophically backtracking pre-tokenizer regex is a UserError naming the "
+          "file, fast", "[data][tokenizer][bpe][bad-input]") {
+  TempDir dir;
+  json j = tiny_tokenizer_json();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
+      R"((?:\p{L}+)+$|\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+)";
+  auto tok = make_tokenizer(dir.write("backtracking.json", j.dump()));
+  std::string text;  // 22-letter words: 2^22 steps each under the old budget (36 s in all)
+  for (int i = 0; i < 2000; ++i) text += "abcdefghijklmnopqrstuv ";
+  text += std::string(40, 'a') + "!";
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(encode(*tok, text),
+                      Catch::Contains("--tokenizer '" + dir.file("backtracking.json") + "'") &&
+                          Catch::Contains("hit PCRE2's match limit (catastrophic backtracking)"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
+
+// The budget grows with the text for an attempt that needs it: a legitimate long run of one
+// character class (Qwen3's regex takes 1 to 3 steps per byte of it) is never stopped.
+TEST_CASE("data: qwen3 BPE tokenizes megabyte runs of one character class", "[data][tokenizer][bpe]") {
+  for (const std::string& run : {std::string(1 << 20, ' ') + "x", std::string(1 << 20, 'a'),
+                                std::string(1 << 20, 'A'), std::string(1 << 20, '!')}) {
+    std::vector<int32_t> ids;
+    REQUIRE_NOTHROW(qwen3().encode(run, ids));
+    CHECK(qwen3().decode(ids) == run);
+  }
 }

@@ -382,8 +382,11 @@ TEST_CASE("data: bad loader options and inputs are UserErrors naming the numbers
 }
 
 TEST_CASE("data: last_wait_s measures the time next() waited for data", "[data][loader]") {
-  // The first next() right after construction must wait for a worker to tokenize a whole
-  // 256 KiB SentencePiece chunk; later waits add up to total_wait_s.
+  // The first next() right after construction usually waits for a worker to tokenize a whole
+  // 256 KiB SentencePiece chunk, but not always: on a loaded machine the constructing thread can
+  // be descheduled until the worker is done, and then nothing was waited for (0.0 seen once in a
+  // full-suite run beside a compile). So: every wait is >= 0, and the waits add up to
+  // total_wait_s.
   DataOptions o;
   o.path = sample("corpus.txt");
   o.tokenizer = sample("spm.model");
@@ -393,7 +396,7 @@ TEST_CASE("data: last_wait_s measures the time next() waited for data", "[data][
   Loader loader(o, 0, 1);
   loader.next();
   const double first = loader.last_wait_s();
-  REQUIRE(first > 0.0);
+  REQUIRE(first >= 0.0);
   double sum = first;
   for (int s = 0; s < 5; ++s) {
     loader.next();

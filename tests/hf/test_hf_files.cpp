@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "model/accounting.h"
 #include "model/hf/checkpoint.h"
 #include "model/hf/config_json.h"
@@ -207,6 +208,99 @@ TEST_CASE("config.json: Qwen2 configs load, unimplemented fields are named error
   CHECK_THAT(error_of(R"("attention_bias": false)"), Catch::Contains("field 'attention_bias' is not implemented"));
   CHECK_THAT(error_of(R"("rope_scaling": {"type": "yarn"})"), Catch::Contains("'rope_scaling'"));
   CHECK_THAT(error_of(R"("hidden_act": "gelu")"), Catch::Contains("'hidden_act'"));
+  fs::remove_all(dir);
+}
+
+// Hostile config.json files (issue 27): every size that divides or allocates is checked before
+// any arithmetic, so a zero head count is a named error, not SIGFPE, and an absurd layer count or
+// width is refused before anything is allocated, not by the OOM killer.
+TEST_CASE("config.json: zero, fractional and absurd sizes are named errors", "[hf][bad-input]") {
+  const std::string dir = temp_dir("hostile");
+  const std::string qwen2 = R"("model_type": "qwen2", "intermediate_size": 128,
+    "num_key_value_heads": 2, "vocab_size": 300, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+    "hidden_act": "silu", )";
+  auto error_of = [&](const std::string& fields) -> std::string {
+    try {
+      read_hf_config(write_text(dir + "/config.json", "{" + qwen2 + fields + "}"));
+    } catch (const hlp::UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string sizes = R"("hidden_size": 64, "num_hidden_layers": 2, )";
+  REQUIRE(error_of(sizes + R"("num_attention_heads": 4)").empty());
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 0)"),
+             Catch::Contains("config.json: field 'num_attention_heads' = 0 must be a whole number "
+                             "in [1, 1048576]"));
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 4, "num_key_value_heads": 0)"),
+             Catch::Contains("'num_key_value_heads' = 0"));
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 4, "head_dim": -16)"),
+             Catch::Contains("'head_dim' = -16"));
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 2.5)"), Catch::Contains("whole number"));
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 3)"),
+             Catch::Contains("hidden_size 64 is not a multiple of num_attention_heads 3"));
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 4, "rms_norm_eps": 0)"),
+             Catch::Contains("'rms_norm_eps' = 0"));
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 4, "use_sliding_window": true,
+                                 "max_window_layers": -3, "sliding_window": 8)"),
+             Catch::Contains("'max_window_layers' = -3"));
+  CHECK_THAT(error_of(R"("hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1000000000)"),
+             Catch::Contains("'num_hidden_layers' = 1000000000") && Catch::Contains("[1, 4096]"));
+  CHECK_THAT(error_of(R"("hidden_size": 18446744073709551615, "num_attention_heads": 4,
+                         "num_hidden_layers": 2)"),
+             Catch::Contains("'hidden_size' = 18446744073709551615"));
+  // Every size within its bound, the whole far beyond: the parameter bytes in closed form.
+  CHECK_THAT(error_of(R"("hidden_size": 1048576, "num_attention_heads": 8192,
+                         "num_hidden_layers": 4096, "vocab_size": 1048576)"),
+             Catch::Contains("parameters") && Catch::Contains("exceed HLP's limit of 2^40 bytes"));
+  // A key with control characters is quoted escaped: the message stays one line.
+  CHECK_THAT(error_of(sizes + R"("num_attention_heads": 4, "x\n\u001b[2J": 1)"),
+             Catch::Contains(R"(field 'x\x0A\x1B[2J' is not implemented)"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("config.json: a Jet-Nemotron config with a zero or absurd GDN size is a named error",
+          "[hf][bad-input]") {
+  std::ifstream in(fixture() + "/config.json");
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string dir = temp_dir("hostile_jet");
+  auto error_of = [&](const std::string& from, const std::string& to) -> std::string {
+    std::string text = good;
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+    try {
+      read_hf_config(write_text(dir + "/config.json", text));
+    } catch (const hlp::UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(error_of(R"("conv_size": 4)", R"("conv_size": 0)"),
+             Catch::Contains("efficient_attention_config.jet: field 'conv_size' = 0"));
+  CHECK_THAT(error_of(R"("num_heads": )", R"("num_heads": 0, "x": )"),
+             Catch::Contains("'num_heads' = 0"));
+  CHECK_THAT(error_of(R"("expand_v": 2.0)", R"("expand_v": 1e300)"),
+             Catch::Contains("x expand_v 1e+300 is not a value head dim"));
+  fs::remove_all(dir);
+}
+
+// A corrupted safetensors header is quoted by the JSON parser's message: its bytes reach the
+// error line escaped, so the line is valid UTF-8 (issue 27).
+TEST_CASE("safetensors: a corrupted header's bytes are quoted as valid UTF-8", "[hf][bad-input]") {
+  const std::string dir = temp_dir("badheader");
+  const std::string header = "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \xFF\xFE\n";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
+  write_text(dir + "/model.safetensors", bytes + header);
+  std::string message;
+  try {
+    SafetensorsFile f(dir + "/model.safetensors");
+  } catch (const hlp::UserError& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("model.safetensors' has a corrupted header") &&
+                          Catch::Contains(R"(\xFF)"));
+  CHECK(hlp::printable(message, std::string::npos) == message);  // valid UTF-8, no control bytes
   fs::remove_all(dir);
 }
 

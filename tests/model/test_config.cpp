@@ -174,3 +174,24 @@ TEST_CASE("model: PEFT-style suffix matching of module names", "[model][lora]") 
   CHECK(saved.saves_parameter("blocks.2.mixer_norm.weight"));
   CHECK_FALSE(saved.saves_parameter("blocks.2.mlp_norm.weight"));
 }
+
+// Issue 27: the limits of config_limits.h hold for every config (preset, --pattern, config.json),
+// checked before anything is allocated.
+TEST_CASE("model: a zero or absurd size and an absurd parameter count are user errors",
+          "[model][config][bad-input]") {
+  auto c = preset("tiny");
+  c.attn_heads = 0;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("attn_heads must be in [1, 1048576], got 0"));
+  c = preset("tiny");
+  c.gdn_conv_width = int64_t(1) << 40;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("gdn_conv_width must be in [1, 1048576]"));
+  CHECK_THROWS_WITH(preset("tiny").with_pattern(std::string(5000, 'G')),
+                    Catch::Contains("5000 layers exceed HLP's limit of 4096"));
+  c = preset("tiny").with_pattern(std::string(4096, 'G'));  // at the layer limit: fine
+  c.hidden = c.vocab = c.mlp_hidden = int64_t(1) << 20;     // each size at its limit
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("exceed HLP's limit of 2^40 bytes (1 TiB)"));
+  c.gdn_heads = c.gdn_head_dim_v = c.gdn_head_dim_k = c.gdn_conv_width = int64_t(1) << 20;
+  c.gdn_variant = GdnVariant::jetblock;  // w2: 2^60 x 2^40 elements overflow int64: still an error
+  CHECK_THROWS_AS(c.validate(), hlp::UserError);
+  CHECK_NOTHROW(preset("jet-nemotron-4b").validate());
+}

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace fs = std::filesystem;
 
@@ -23,10 +24,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// "a, b, c and 12 more"
+// "a, b, c and 12 more"; the items are tensor and file names read from the checkpoint.
 std::string first_few(const std::vector<std::string>& items, size_t few = 5) {
   std::ostringstream os;
-  for (size_t i = 0; i < items.size() && i < few; ++i) os << (i ? ", " : "") << items[i];
+  for (size_t i = 0; i < items.size() && i < few; ++i)
+    os << (i ? ", " : "") << printable(items[i]);
   if (items.size() > few) os << " and " << items.size() - few << " more";
   return os.str();
 }
@@ -66,7 +68,7 @@ HfCheckpoint::HfCheckpoint(const std::string& path) : path_(path) {
       for (auto& [tensor, file] : j.at("weight_map").items()) index_map[tensor] = file.get<std::string>();
     } catch (const std::exception& e) {
       throw user_error("'", index, "' is not a safetensors index (needs a \"weight_map\" of "
-                       "tensor -> file): ", e.what());
+                       "tensor -> file): ", printable(e.what()));
     }
     std::set<std::string> shards;
     for (const auto& [tensor, file] : index_map) shards.insert(file);
@@ -84,7 +86,7 @@ HfCheckpoint::HfCheckpoint(const std::string& path) : path_(path) {
     files_.push_back(std::make_unique<SafetensorsFile>(fp));
     for (const auto& [name, e] : files_.back()->entries()) {
       if (where_.count(name))
-        throw user_error("tensor '", name, "' is in two files of '", path, "': ",
+        throw user_error("tensor '", printable(name), "' is in two files of '", path, "': ",
                          files_[where_[name]]->path(), " and ", fp);
       where_[name] = files_.size() - 1;
     }

@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "common/printable.h"
+#include "model/config_limits.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -22,6 +24,7 @@ class Fields {
   Fields(const json& object, std::string where, HfModelConfig& out)
       : object_(object), where_(std::move(where)), out_(out) {}
 
+  const std::string& where() const { return where_; }
   bool has(const std::string& key) const { return object_.contains(key) && !object_.at(key).is_null(); }
   const json& at(const std::string& key) {
     used_.insert(key);
@@ -34,7 +37,7 @@ class Fields {
     try {
       return at(key).get<T>();
     } catch (const json::exception&) {
-      throw user_error(where_, ": field '", key, "' has the wrong type (", at(key).dump(), ")");
+      throw user_error(where_, ": field '", key, "' has the wrong type (", excerpt(at(key)), ")");
     }
   }
   double number(const std::string& key) {  // numbers, also written as strings ("1e-5")
@@ -46,12 +49,35 @@ class Fields {
       } catch (const std::exception&) {
       }
     }
-    throw user_error(where_, ": field '", key, "' is not a number (", v.dump(), ")");
+    throw user_error(where_, ": field '", key, "' is not a number (", excerpt(v), ")");
   }
-  // Sets a ModelConfig field from `key` and records where it came from.
+  // The constants HLP reads as doubles (eps, rope theta, expand_v) are all > 0: a zero, negative,
+  // inf or NaN one would give NaN losses or sizes far from the file's intent.
+  double positive_number(const std::string& key) {
+    const double x = number(key);
+    if (!(x > 0) || !std::isfinite(x))
+      throw user_error(where_, ": field '", key, "' = ", excerpt(at(key)),
+                       " must be a finite number > 0");
+    return x;
+  }
+  // A whole number in [lo, hi] (4.0 counts as 4). Sizes and counts divide other sizes and size
+  // tensors, so 0, a negative, a fraction or an absurd value is refused here, before any
+  // arithmetic. The bounds are far inside the doubles' exact integers.
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) {
+    const json& v = at(key);
+    const double x = v.is_number() ? v.get<double>() : std::nan("");
+    if (!(x >= double(lo) && x <= double(hi) && x == std::floor(x)))
+      throw user_error(where_, ": field '", key, "' = ", excerpt(v), " must be a whole number in [",
+                       lo, ", ", hi, "]");
+    return static_cast<int64_t>(x);
+  }
+  // Sets a ModelConfig field from `key` and records where it came from. Every integer field
+  // HLP reads is a size or a count (a width, heads, a head dim, a window ...), every double a
+  // positive constant.
   template <typename T>
   void set(T& field, const char* field_name, const std::string& key) {
-    if constexpr (std::is_same_v<T, double>) field = number(key);
+    if constexpr (std::is_same_v<T, double>) field = positive_number(key);
+    else if constexpr (std::is_same_v<T, int64_t>) field = integer(key, 1, kMaxDimension);
     else field = get<T>(key);
     std::ostringstream os;
     os << field << "  <- " << where_ << ": " << key;
@@ -67,7 +93,7 @@ class Fields {
     const json& v = object_.at(key);
     if (v.is_null() || v == value) return;
     if (v.is_number() && value.is_number() && v.get<double>() == value.get<double>()) return;
-    throw user_error(where_, ": field '", key, "' = ", v.dump(), " is not implemented by HLP (",
+    throw user_error(where_, ": field '", key, "' = ", excerpt(v), " is not implemented by HLP (",
                      why, "; HLP implements ", value.dump(), ")");
   }
   void no_effect(const std::vector<std::string>& keys) {
@@ -80,12 +106,16 @@ class Fields {
   void reject_unread() const {
     for (auto& [key, value] : object_.items())
       if (!used_.count(key))
-        throw user_error(where_, ": field '", key, "' is not implemented by HLP (it would change "
-                         "the model, and HLP does not silently ignore it); remove it only if it "
-                         "does not matter for your checkpoint");
+        throw user_error(where_, ": field '", printable(key), "' is not implemented by HLP (it "
+                         "would change the model, and HLP does not silently ignore it); remove it "
+                         "only if it does not matter for your checkpoint");
   }
 
  private:
+  // A value of the file, quoted in a message (dump() escapes JSON's control characters;
+  // printable() cuts a long array or object short).
+  static std::string excerpt(const json& v) { return printable(v.dump()); }
+
   const json& object_;
   std::string where_;
   HfModelConfig& out_;
@@ -113,6 +143,10 @@ void read_common(Fields& f, ModelConfig& c) {
   if (f.has("head_dim")) {
     f.set(c.attn_head_dim, "attn_head_dim", "head_dim");
   } else {
+    if (c.hidden % c.attn_heads != 0)  // set() made attn_heads >= 1
+      throw user_error(f.where(), ": hidden_size ", c.hidden, " is not a multiple of "
+                       "num_attention_heads ", c.attn_heads, ", so head_dim cannot be derived; "
+                       "give head_dim");
     c.attn_head_dim = c.hidden / c.attn_heads;
     f.note("attn_head_dim", std::to_string(c.attn_head_dim) + "  <- hidden_size / num_attention_heads");
   }
@@ -137,7 +171,7 @@ void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfi
                        const std::string& where) {
   read_common(f, c);
   const auto types = f.get<std::vector<std::string>>("layer_types");
-  const int64_t layers = f.get<int64_t>("num_hidden_layers");
+  const int64_t layers = f.integer("num_hidden_layers", 1, kMaxLayers);
   if (int64_t(types.size()) != layers)
     throw user_error(where, ": layer_types has ", types.size(), " entries but num_hidden_layers is ",
                      layers);
@@ -148,8 +182,8 @@ void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfi
     else if (t == "attn") c.pattern += 'A';
     else if (t == "swa") c.pattern += 'S';
     else
-      throw user_error(where, ": layer_types[", i, "] = '", t, "' is not implemented by HLP "
-                       "(jet, attn and swa are)");
+      throw user_error(where, ": layer_types[", i, "] = '", printable(t),
+                       "' is not implemented by HLP (jet, attn and swa are)");
   }
   f.note("pattern", c.pattern + "  <- " + where + ": layer_types (jet G, attn A, swa S)");
   // max_window_layers / use_sliding_window are Qwen2's; layer_types decides here.
@@ -163,8 +197,13 @@ void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfi
     Fields jet(e.at("jet"), where + ": efficient_attention_config.jet", out);
     jet.set(c.gdn_heads, "gdn_heads", "num_heads");
     jet.set(c.gdn_head_dim_k, "gdn_head_dim_k", "head_dim");
-    const double expand_v = jet.number("expand_v");
-    c.gdn_head_dim_v = std::llround(double(c.gdn_head_dim_k) * expand_v);
+    const double expand_v = jet.positive_number("expand_v");
+    const double head_dim_v = double(c.gdn_head_dim_k) * expand_v;
+    if (!(head_dim_v >= 0.5 && head_dim_v <= double(kMaxDimension)))  // before llround: no UB
+      throw user_error(where, ": efficient_attention_config.jet: head_dim ", c.gdn_head_dim_k,
+                       " x expand_v ", expand_v, " is not a value head dim in [1, ", kMaxDimension,
+                       "]");
+    c.gdn_head_dim_v = std::llround(head_dim_v);
     std::ostringstream dv;
     dv << c.gdn_head_dim_v << "  <- round(head_dim x expand_v " << expand_v << ")";
     jet.note("gdn_head_dim_v", dv.str());
@@ -175,7 +214,9 @@ void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfi
       const auto mode = jet.get<std::string>("mode");
       if (mode == "chunk" || mode == "fused_chunk") c.gdn_mode = GdnMode::chunked;
       else if (mode == "fused_recurrent" || mode == "recurrent") c.gdn_mode = GdnMode::recurrent;
-      else throw user_error(where, ": efficient_attention_config.jet.mode '", mode, "' is unknown");
+      else
+        throw user_error(where, ": efficient_attention_config.jet.mode '", printable(mode),
+                         "' is unknown");
       jet.note("gdn_mode", to_string(c.gdn_mode) + "  <- jet.mode " + mode + " (same math)");
     }
     jet.no_effect({"dconv_implementation"});  // which kernel computes the convolution
@@ -192,7 +233,7 @@ void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfi
 
 void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
   read_common(f, c);
-  const int64_t layers = f.get<int64_t>("num_hidden_layers");
+  const int64_t layers = f.integer("num_hidden_layers", 1, kMaxLayers);  // before the assign
   c.pattern.assign(size_t(layers), 'A');
   if (f.has("layer_types")) {
     const auto types = f.get<std::vector<std::string>>("layer_types");
@@ -202,15 +243,16 @@ void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
     for (size_t i = 0; i < types.size(); ++i) {
       if (types[i] == "sliding_attention") c.pattern[i] = 'S';
       else if (types[i] != "full_attention")
-        throw user_error(where, ": layer_types[", i, "] = '", types[i],
+        throw user_error(where, ": layer_types[", i, "] = '", printable(types[i]),
                          "' is not implemented by HLP (full_attention, sliding_attention are)");
     }
     f.no_effect({"use_sliding_window", "max_window_layers"});
     f.note("pattern", c.pattern + "  <- " + where + ": layer_types");
   } else {
     const bool sliding = f.has("use_sliding_window") && f.get<bool>("use_sliding_window");
+    // In [0, layers] it indexes the pattern below; beyond, no layer has the window (as in HF).
     const int64_t max_window_layers =
-        f.has("max_window_layers") ? f.get<int64_t>("max_window_layers") : layers;
+        f.has("max_window_layers") ? f.integer("max_window_layers", 0, kMaxLayers) : layers;
     if (sliding)  // transformers' Qwen2: layers from max_window_layers on use the window
       for (int64_t i = max_window_layers; i < layers; ++i) c.pattern[size_t(i)] = 'S';
     f.no_effect({"use_sliding_window", "max_window_layers"});
@@ -235,7 +277,7 @@ HfModelConfig read_hf_config(const std::string& path) {
   try {
     in >> root;
   } catch (const json::exception& e) {
-    throw user_error("--model-config: '", file.string(), "' is not JSON: ", e.what());
+    throw user_error("--model-config: '", file.string(), "' is not JSON: ", printable(e.what()));
   }
   if (!root.is_object()) throw user_error("--model-config: '", file.string(), "' is not a JSON object");
   HfModelConfig out;
@@ -248,8 +290,8 @@ HfModelConfig read_hf_config(const std::string& path) {
   } else if (out.model_type == "qwen2") {
     read_qwen2(f, c, where);
   } else {
-    throw user_error("--model-config: model_type '", out.model_type, "' in '", file.string(),
-                     "' is not implemented by HLP (jet_nemotron and qwen2 are)");
+    throw user_error("--model-config: model_type '", printable(out.model_type), "' in '",
+                     file.string(), "' is not implemented by HLP (jet_nemotron and qwen2 are)");
   }
   f.reject_unread();
   out.name_or_path = root.contains("_name_or_path") && root["_name_or_path"].is_string()

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "model/accounting.h"
 #include "model/hf/names.h"
 
@@ -89,13 +90,14 @@ LoraConfig read_peft_config(const std::string& dir, const LoraConfig& base) {
   try {
     in >> j;
   } catch (const json::exception& e) {
-    throw user_error("--load-adapter: '", file, "' is not JSON: ", e.what());
+    throw user_error("--load-adapter: '", file, "' is not JSON: ", printable(e.what()));
   }
   auto fail = [&](const std::string& what) {
     return user_error("--load-adapter: '", file, "': ", what, " is not implemented by HLP");
   };
   if (j.value("peft_type", std::string()) != "LORA") throw fail("peft_type other than LORA");
-  if (j.contains("bias") && j["bias"].is_string() && j["bias"] != "none") throw fail("bias " + j["bias"].dump());
+  if (j.contains("bias") && j["bias"].is_string() && j["bias"] != "none")
+    throw fail("bias " + printable(j["bias"].dump()));
   if (j.value("fan_in_fan_out", false)) throw fail("fan_in_fan_out");
   if (j.value("use_dora", false)) throw fail("use_dora");
   if (j.value("use_rslora", false)) throw fail("use_rslora (scale alpha / sqrt r)");
@@ -117,7 +119,8 @@ LoraConfig read_peft_config(const std::string& dir, const LoraConfig& base) {
       lora.targets = t.get<std::vector<std::string>>();
     }
   } catch (const json::exception& e) {
-    throw user_error("--load-adapter: '", file, "' lacks r / lora_alpha / target_modules: ", e.what());
+    throw user_error("--load-adapter: '", file, "' lacks r / lora_alpha / target_modules: ",
+                     printable(e.what()));
   }
   lora.validate();
   return lora;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace hlp::model::hf {
 
@@ -122,8 +123,9 @@ void SafetensorsFile::open_and_validate() {
   try {
     header = json::parse(map_ + 8, map_ + data_start_);
   } catch (const json::exception& e) {
-    throw user_error("safetensors file '", path, "' has a corrupted header (not JSON: ", e.what(),
-                     ")");
+    // nlohmann quotes the bytes it last read: they may be anything (printable()).
+    throw user_error("safetensors file '", path, "' has a corrupted header (not JSON: ",
+                     printable(e.what()), ")");
   }
   if (!header.is_object())
     throw user_error("safetensors file '", path, "' has a corrupted header (not a JSON object)");
@@ -144,27 +146,31 @@ void SafetensorsFile::open_and_validate() {
       e.begin = offsets[0];
       e.end = offsets[1];
     } catch (const std::exception& ex) {
-      throw user_error("safetensors file '", path, "' has a corrupted header: entry '", name,
-                       "': ", ex.what());
-    }
-    int64_t numel = 1;
-    for (int64_t s : e.shape) {
-      if (s < 0)
-        throw user_error("safetensors file '", path, "' has a corrupted header: '", name,
-                         "' has a negative dimension in shape ", shape_text(e.shape));
-      numel *= s;
+      throw user_error("safetensors file '", path, "' has a corrupted header: entry '",
+                       printable(name), "': ", printable(ex.what()));
     }
     const int64_t elem = safetensors_dtype_size(e.dtype);
     if (elem == 0)
-      throw user_error("safetensors file '", path, "': '", name, "' has unknown dtype '", e.dtype,
-                       "'");
-    if (e.end < e.begin || e.end - e.begin != uint64_t(numel * elem))
-      throw user_error("safetensors file '", path, "' has a corrupted header: '", name, "' (",
-                       e.dtype, " ", shape_text(e.shape), ") needs ", numel * elem,
+      throw user_error("safetensors file '", path, "': '", printable(name), "' has unknown dtype '",
+                       printable(e.dtype), "'");
+    // Checked: a hostile shape must not wrap around to the byte count of its data_offsets.
+    int64_t bytes = elem;
+    for (int64_t s : e.shape) {
+      if (s < 0)
+        throw user_error("safetensors file '", path, "' has a corrupted header: '", printable(name),
+                         "' has a negative dimension in shape ", shape_text(e.shape));
+      if (__builtin_mul_overflow(bytes, s, &bytes))
+        throw user_error("safetensors file '", path, "' has a corrupted header: '", printable(name),
+                         "' has shape ", shape_text(e.shape), ", over 2^63 bytes");
+    }
+    if (e.end < e.begin || e.end - e.begin != uint64_t(bytes))
+      throw user_error("safetensors file '", path, "' has a corrupted header: '", printable(name),
+                       "' (", e.dtype, " ", shape_text(e.shape), ") needs ", bytes,
                        " bytes but data_offsets span [", e.begin, ", ", e.end, ")");
     if (e.end > data_bytes)
-      throw user_error("safetensors file '", path, "' is truncated: '", name, "' ends at data byte ",
-                       e.end, " but the file holds only ", data_bytes, " data bytes");
+      throw user_error("safetensors file '", path, "' is truncated: '", printable(name),
+                       "' ends at data byte ", e.end, " but the file holds only ", data_bytes,
+                       " data bytes");
     spans.emplace_back(e.begin, e.end);
     entries_.emplace(name, std::move(e));
   }
@@ -188,7 +194,8 @@ SafetensorsFile::~SafetensorsFile() {
 
 const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
   auto it = entries_.find(name);
-  if (it == entries_.end()) throw user_error("safetensors file '", path_, "' has no tensor '", name, "'");
+  if (it == entries_.end())
+    throw user_error("safetensors file '", path_, "' has no tensor '", printable(name), "'");
   return it->second;
 }
 
