@@ -1,4 +1,5 @@
 #include "model/blocked_attention.h"
+#include "model/precision.h"
 
 #include <cmath>
 #include <limits>
@@ -150,6 +151,11 @@ torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k,
   const auto dtype = q.scalar_type();
   const bool reduced = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
   const auto compute = reduced ? torch::kFloat32 : dtype;
+  // The tiles are computed in `compute` whatever autocast says: under CPU/CUDA autocast its
+  // bmm would come back in bf16/fp16 and meet float32 running sums in the in-place updates
+  // (LibTorch 2.x rejects that mix; 1.13 silently summed in bf16). Backward runs outside
+  // autocast anyway.
+  NoAutocastGuard no_autocast;
   // [B, H, T, hd] -> [B, KVH, g, T, hd] -> [B, KVH, T, g, hd] -> [N = B * KVH, T * g, hd]
   auto q_grouped = q.to(compute).view({B, kv_heads, group, T, hd}).transpose(2, 3)
                        .reshape({B * kv_heads, T * group, hd}).contiguous();

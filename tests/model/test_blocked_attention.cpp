@@ -4,12 +4,14 @@
 // tolerance; a whole model trains the same 5 steps with either kernel. Also the tiling count
 // the FLOP accounting uses, and the sdpa / auto choice on this build.
 #include "catch_compat.h"
+#include <ATen/autocast_mode.h>
 #include <torch/version.h>
 #include <torch/torch.h>
 
 #include "common/error.h"
 #include "model/accounting.h"
 #include "model/attention.h"
+#include "model/autocast_state.h"
 #include "model/attention_tiling.h"
 #include "model/blocked_attention.h"
 #include "model/hybrid_lm.h"
@@ -292,4 +294,32 @@ TEST_CASE("model: --attn-impl: auto is blocked on the CPU; sdpa runs with LibTor
   HybridLM model(c, 1);
   CHECK_THROWS_AS(model->forward(torch::zeros({1, 4}, torch::kLong)), hlp::UserError);
 #endif
+}
+
+TEST_CASE("model: blocked attention ignores autocast: its float32 tiles stay float32",
+          "[model][attention][precision]") {
+  // Under bf16 autocast (the strategies' forward), bf16 q/k/v over several tiles (T = 300,
+  // block 128): the kernel upcasts them and must compute every tile in float32, exactly as
+  // without autocast. Without NoAutocastGuard LibTorch 2.x threw ("Bad in-place call") and 1.13
+  // summed in bf16.
+  torch::manual_seed(5);
+  auto bf = torch::TensorOptions().dtype(torch::kBFloat16);
+  auto q = torch::randn({1, 4, 300, 16}, bf), k = torch::randn({1, 2, 300, 16}, bf),
+       v = torch::randn({1, 2, 300, 16}, bf);
+  for (int64_t window : {int64_t{0}, int64_t{64}}) {
+    const auto plain = blocked_attention(q, k, v, window, 128);
+    hlp::model::set_autocast(at::kCPU, true, at::kBFloat16);
+    torch::Tensor under_autocast;
+    try {
+      under_autocast = blocked_attention(q, k, v, window, 128);
+    } catch (...) {
+      hlp::model::set_autocast(at::kCPU, false, at::kBFloat16);
+      throw;
+    }
+    hlp::model::set_autocast(at::kCPU, false, at::kBFloat16);
+    at::autocast::clear_cache();
+    INFO("window " << window);
+    CHECK(under_autocast.scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(under_autocast, plain));
+  }
 }
