@@ -9,6 +9,11 @@ set(HLP_TEST_ENV
   "HLP_QWEN3_TOKENIZER=${HLP_QWEN3_TOKENIZER}"
   "OMP_NUM_THREADS=1")
 
+# A discovered test whose name filter matches no test case must fail, not pass with "No test
+# cases matched" (Catch2 2 exits 0 there). That happened: names with ';' were split by CMake's
+# list syntax into two ctest entries that ran nothing. Test case names must not contain ';'.
+set(HLP_CATCH_EXTRA_ARGS --warn NoTests)
+
 # hlp_add_catch_test(NAME SOURCES a.cpp b.cpp LIBS x y [TORCH])
 # A Catch2 executable whose test cases ctest discovers one by one.
 function(hlp_add_catch_test name)
@@ -19,7 +24,7 @@ function(hlp_add_catch_test name)
     target_link_libraries(${name} PRIVATE hlp::torch)
     hlp_use_torch_pch(${name})
   endif()
-  catch_discover_tests(${name} PROPERTIES ENVIRONMENT "${HLP_TEST_ENV}")
+  catch_discover_tests(${name} EXTRA_ARGS ${HLP_CATCH_EXTRA_ARGS} PROPERTIES ENVIRONMENT "${HLP_TEST_ENV}")
 endfunction()
 
 # hlp_add_mpi_test(NAME NP N COMMAND exe args... [TIMEOUT s])

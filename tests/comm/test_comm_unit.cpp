@@ -96,7 +96,7 @@ TEST_CASE("staging buffers alias contiguous tensors and copy strided ones", "[co
   CHECK(at::equal(strided, at::arange(0, 120, 20, at::kFloat)));
 }
 
-TEST_CASE("staging: CPU tensors stay on plain host memory; only GPU tensors get pinned buffers",
+TEST_CASE("staging: CPU tensors stay on plain host memory, only GPU tensors get pinned buffers",
           "[comm][staging]") {
   // The CUDA half (pinned buffers, device<->host copies) needs a CUDA LibTorch and a GPU; here
   // the CPU half: no pinning, no copy for a contiguous CPU tensor, a fresh host tensor otherwise.

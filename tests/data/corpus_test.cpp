@@ -25,7 +25,7 @@ std::vector<std::string> read_all(const Corpus& c, uint64_t begin, uint64_t end,
 }
 }  // namespace
 
-TEST_CASE("data: txt documents are separated by blank lines; file ends end documents", "[data][corpus]") {
+TEST_CASE("data: txt documents are separated by blank lines, file ends end documents", "[data][corpus]") {
   TempDir dir;
   dir.write("a.txt", "\n\nfirst doc\nstill first\n\n\n  \t\nsecond doc\r\nline two\r\n\r\nthird");
   dir.write("b.txt", "fourth (no blank line before, new file)\n");
@@ -37,7 +37,7 @@ TEST_CASE("data: txt documents are separated by blank lines; file ends end docum
                                            "fourth (no blank line before, new file)"});
 }
 
-TEST_CASE("data: jsonl documents are lines; over-long lines are flagged", "[data][corpus]") {
+TEST_CASE("data: jsonl documents are lines, over-long lines are flagged", "[data][corpus]") {
   TempDir dir;
   dir.write("x.jsonl", "{\"text\":\"a\"}\n\n{\"text\":\"" + std::string(100, 'z') + "\"}\n{\"text\":\"b\"}");
   const Corpus c = Corpus::open(dir.file("x.jsonl"));

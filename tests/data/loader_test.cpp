@@ -80,7 +80,7 @@ class StderrCapture {
 
 }  // namespace
 
-TEST_CASE("data: rows are consecutive T+1-token windows of the packed stream; targets = inputs shifted by one", "[data][loader]") {
+TEST_CASE("data: rows are consecutive T+1-token windows of the packed stream, targets = inputs shifted by one", "[data][loader]") {
   TempDir dir;
   const auto docs = numbered_documents(40);
   dir.write("c.txt", join_txt(docs));
@@ -205,7 +205,7 @@ TEST_CASE("data: chunks in flight never exceed lanes x queue_depth (the memory b
   }
 }
 
-TEST_CASE("data: the seed changes the order of blocks; the same seed repeats it", "[data][loader]") {
+TEST_CASE("data: the seed changes the order of blocks, the same seed repeats it", "[data][loader]") {
   TempDir dir;
   dir.write("c.txt", join_txt(numbered_documents(80)));
   auto o = small_options(dir.path());

@@ -268,7 +268,7 @@ TEST_CASE("model: executed attention FLOPs count the blocked kernel's tiles",
   CHECK(m8.saved_bytes < 64 * T * 64);
 }
 
-TEST_CASE("model: --attn-impl: auto is blocked on the CPU; sdpa runs with LibTorch 2, else a clear user error",
+TEST_CASE("model: --attn-impl: auto is blocked on the CPU, sdpa runs with LibTorch 2, else a clear user error",
           "[model][attention][config]") {
   CHECK(parse_attn_impl("auto") == AttnImpl::automatic);
   CHECK(to_string(parse_attn_impl("blocked")) == "blocked");

@@ -34,7 +34,7 @@ TEST_CASE("half emulation: gradients through a rounded tensor are rounded too", 
   CHECK(x.grad()[2].item<float>() == 0.0f);  // underflow: what loss scaling prevents
 }
 
-TEST_CASE("half emulation: off is exactly linear / matmul; on is an fp16 GEMM", "[half]") {
+TEST_CASE("half emulation: off is exactly linear / matmul, on is an fp16 GEMM", "[half]") {
   torch::manual_seed(3);
   auto x = torch::randn({4, 5, 16});
   auto w = torch::randn({8, 16});

@@ -178,7 +178,7 @@ TEST_CASE("tensor parallel: partners with different batches are detected", "[tp]
   CHECK_THROWS_AS(strategy->forward_backward(mbs, 0, times), UserError);
 }
 
-TEST_CASE("model-parallel configurations that cannot run are user errors; pp/tp defaults", "[pp][tp]") {
+TEST_CASE("model-parallel configurations that cannot run are user errors, pp/tp defaults", "[pp][tp]") {
   const int n = test::world()->size();
   // --strategy pp / tp without --pp / --tp put every rank on that axis (not an error)
   CHECK(train::with_parallel_defaults(mp_config("pp", 8, 1, 1), n).pp == n);
