@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs an MPI job that must end on its own within a bound, and checks how it ended.
-# usage: expect_exit.sh <zero|nonzero> <bound-s> <expected-text or ""> <mpiexec> <args...>
+# usage: expect_exit.sh <zero|nonzero|any-hydra-4.2> <bound-s> <expected-text or ""> <mpiexec> <args...>
 # Fails if the job is still running after bound-s (a hang), if the exit code is not as
 # expected, or if the expected text is missing from its output.
 expect_rc=$1; bound_s=$2; expect_text=$3; shift 3
@@ -15,6 +15,9 @@ if [ "$elapsed" -ge "$bound_s" ]; then
 fi
 if [ "$expect_rc" = zero ] && [ "$rc" -ne 0 ]; then echo "FAIL: expected exit 0"; exit 1; fi
 if [ "$expect_rc" = nonzero ] && [ "$rc" -eq 0 ]; then echo "FAIL: expected a non-zero exit"; exit 1; fi
+if [ "$expect_rc" = any-hydra-4.2 ] && [ "$rc" -eq 0 ]; then
+  echo "NOTE: exit 0 although a rank failed: MPICH 4.2's mpiexec does this for plain MPI programs too (tests/comm/CMakeLists.txt)"
+fi
 if [ -n "$expect_text" ] && ! printf '%s\n' "$out" | grep -qF -- "$expect_text"; then
   echo "FAIL: output lacks: $expect_text"; exit 1
 fi
