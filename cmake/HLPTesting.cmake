@@ -11,7 +11,8 @@ set(HLP_TEST_ENV
 
 # A discovered test whose name filter matches no test case must fail, not pass with "No test
 # cases matched" (Catch2 2 exits 0 there). That happened: names with ';' were split by CMake's
-# list syntax into two ctest entries that ran nothing. Test case names must not contain ';'.
+# list syntax into two ctest entries that ran nothing. Test case names must not contain ';' or
+# '\' (Catch's filter takes a backslash as an escape).
 set(HLP_CATCH_EXTRA_ARGS --warn NoTests)
 
 # hlp_add_catch_test(NAME SOURCES a.cpp b.cpp LIBS x y [TORCH])

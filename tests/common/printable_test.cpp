@@ -31,7 +31,7 @@ TEST_CASE("printable: valid UTF-8 without control characters passes unchanged",
     CHECK(printable(text) == text);
 }
 
-TEST_CASE("printable: invalid bytes and control characters become \\xNN", "[common][printable]") {
+TEST_CASE("printable: invalid bytes and control characters become hex escapes", "[common][printable]") {
   CHECK(printable("a\xFF" "b") == "a\\xFFb");
   CHECK(printable("\xC3") == "\\xC3");                   // a character cut short
   CHECK(printable("\xED\xA0\x80") == "\\xED\\xA0\\x80");  // a surrogate
