@@ -86,15 +86,13 @@ bench: deps
 #   test-debian13       LibTorch 2.6 (CPU), g++ 14, Catch2 3: every target, the whole suite
 #   test-debian13-cuda  LibTorch 2.6 CUDA + CUDA 12.4 + NCCL 2.22: every target linked with
 #                       HLP_WITH_CUDA=ON, ldd record, the whole suite on this GPU-less machine
-test-debian13:
+test-debian13: DEBIAN13_FLAVOUR := cpu
+test-debian13-cuda: DEBIAN13_FLAVOUR := cuda
+test-debian13 test-debian13-cuda:
 	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
-	$$([ "$$(id -u)" -eq 0 ] || echo sudo) env BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cpu -- $(CTEST_FLAGS)
-
-test-debian13-cuda:
-	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
-	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
-	$$([ "$$(id -u)" -eq 0 ] || echo sudo) env BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/debian13.sh cuda -- $(CTEST_FLAGS)
+	$$([ "$$(id -u)" -eq 0 ] || echo sudo) env BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) \
+	  tools/debian13.sh $(DEBIAN13_FLAVOUR) -- $(CTEST_FLAGS)
 
 torch2-check:
 	@test -f $(BUILD_DIR)/compile_commands.json || cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -1,9 +1,10 @@
 #pragma once
-// The calling thread's CPU and CUDA autocast switches, the one place that knows the API's
-// versions: LibTorch 1.13 - 2.3 name them per device (set_cpu_enabled, set_enabled /
+// The calling thread's CPU and CUDA autocast switches, and a region that holds both off
+// (NoAutocastGuard). The one place that knows the API's versions: LibTorch 1.13 - 2.3 name them per device (set_cpu_enabled, set_enabled /
 // set_autocast_gpu_dtype for CUDA), 2.4 on take a device type and deprecate the old names.
 // CUDA autocast changes only ops on CUDA tensors; its switch works without a GPU.
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
 namespace hlp::model {
@@ -46,5 +47,21 @@ inline void set_autocast(c10::DeviceType device, bool on, at::ScalarType dtype) 
   }
 #endif
 }
+
+// An fp32 region inside an autocast forward: while one lives, neither CPU nor CUDA autocast
+// recasts an op's inputs, so ops run in the dtype of the tensors they are given. Used where the
+// math needs float32's range whatever --precision says (the Gated DeltaNet core, the blocked
+// attention tiles). Excluding only
+// AutocastCPU would leave CUDA autocast free to run the core's matmuls in bf16/fp16 on a GPU.
+class NoAutocastGuard {
+ public:
+  NoAutocastGuard() : guard_(keys()) {}
+  static c10::DispatchKeySet keys() {
+    return c10::DispatchKeySet({c10::DispatchKey::AutocastCPU, c10::DispatchKey::AutocastCUDA});
+  }
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_;
+};
 
 }  // namespace hlp::model

@@ -1,5 +1,5 @@
 #include "model/blocked_attention.h"
-#include "model/precision.h"
+#include "model/autocast_state.h"
 
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 
 #include "model/gdn_core.h"
 #include "model/kernels/fused_ops.h"
-#include "model/precision.h"
+#include "model/autocast_state.h"
 
 namespace hlp::model {
 

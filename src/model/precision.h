@@ -41,19 +41,4 @@ inline at::ScalarType autocast_dtype(Precision p) {
   }
 }
 
-// An fp32 region inside an autocast forward: while one lives, neither CPU nor CUDA autocast
-// recasts an op's inputs, so ops run in the dtype of the tensors they are given. Used where the
-// math needs float32's range whatever --precision says (the Gated DeltaNet core). Excluding only
-// AutocastCPU would leave CUDA autocast free to run the core's matmuls in bf16/fp16 on a GPU.
-class NoAutocastGuard {
- public:
-  NoAutocastGuard() : guard_(keys()) {}
-  static c10::DispatchKeySet keys() {
-    return c10::DispatchKeySet({c10::DispatchKey::AutocastCPU, c10::DispatchKey::AutocastCUDA});
-  }
-
- private:
-  c10::impl::ExcludeDispatchKeyGuard guard_;
-};
-
 }  // namespace hlp::model

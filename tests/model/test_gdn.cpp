@@ -7,7 +7,6 @@
 
 #include "model/autocast_state.h"
 #include "model/gdn_core.h"
-#include "model/precision.h"
 #include "test_helpers.h"
 
 using namespace hlp::model;
