@@ -1,4 +1,5 @@
 // hlp-train: one MPI-launched training job (one strategy per job).
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,6 +27,9 @@ std::string error_line(const hlp::UserError& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before HDF5's first call: no flush of open files at exit, so a result file whose write
+  // failed stays as its last successful flush left it (metrics/result_writer.cpp).
+  H5dont_atexit();
   const int rank = hlp::cli::launcher_rank();
   hlp::cli::ParsedArgs args;
   try {
@@ -69,6 +73,11 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   try {
     exit_code = hlp::cli::run_train_job(args.config, world);
+  } catch (const hlp::IoError& e) {
+    // Disk full, quota, I/O error: every rank learnt it together (the result writer agrees on
+    // each write), so rank 0 speaks; the result file keeps what was flushed before.
+    if (world->rank() != 0) sleep(2);
+    hlp::comm::abort_all(error_line(e), hlp::kExitIoError);
   } catch (const hlp::UserError& e) {
     // Usually every rank fails alike (config, data); rank 0 speaks and ends the job. A rank
     // failing alone ends it too, after giving rank 0 a moment to speak first.

@@ -186,6 +186,11 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "eval-every", &C::eval_every, "evaluation loss every K steps; 0 = off");
   t.add(run, "out", &C::out, "result file (HDF5) to write; empty = none");
   t.add(run, "flush-every", &C::flush_every, "flush the result file every K steps");
+  t.add(run, "result-reserve-kib", &C::result_reserve_kib,
+        "space held beside the result file (OUT.reserve) for a disk that fills up: the trace is "
+        "dropped and the steps go on in it; then a last part lets the last flush complete. "
+        "-1 = sized for --steps; 0 = none (a write that fails may leave the file's last flush "
+        "half-written)");
   t.add_flag(run, "trace", &C::trace, "record trace events (compute / comm / data lanes)");
   t.add(run, "checkpoint-dir", &C::checkpoint_dir, "directory for checkpoints; empty = none");
   t.add(run, "checkpoint-every", &C::checkpoint_every,
@@ -244,6 +249,9 @@ void validate(const train::TrainConfig& c) {
   require_positive("loader-threads", c.loader_threads);
   require_positive("queue-depth", c.queue_depth);
   require_positive("flush-every", c.flush_every);
+  if (c.result_reserve_kib < -1)
+    throw user_error("--result-reserve-kib must be -1 (auto), 0 (none) or a size in KiB (got ",
+                     c.result_reserve_kib, ")");
   if (c.micro_batches < 0)
     throw user_error("--micro-batches must be >= 0 (got ", c.micro_batches, ")");
   if (!c.model_config.empty() && !c.pattern.empty())
@@ -306,6 +314,9 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
        << d.visible
        << "\nExit codes: 0 done; 1 internal error; 2 bad input (one line on stderr, every rank);\n"
           "3 non-finite loss or gradient norm (the result file keeps the steps before it);\n"
+          "74 the result or checkpoint file could not be written (disk full, quota, I/O error:\n"
+          "   the line names the file and the reason; the result file keeps the steps flushed\n"
+          "   before and the previous checkpoint stays usable);\n"
           "75 stopped by SIGTERM/SIGUSR1 after a checkpoint (requeue to resume);\n"
           "124 a collective exceeded --comm-timeout-s (a peer rank died or hung).\n";
     parsed.action = Action::Help;

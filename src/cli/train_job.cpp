@@ -8,6 +8,7 @@
 
 #include "cli/options.h"
 #include "common/clock.h"
+#include "common/printable.h"
 #include "metrics/cpu_allocator_counter.h"
 #include "metrics/cuda_memory.h"
 #include "metrics/device_peak.h"
@@ -130,6 +131,8 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   if (!config.out.empty()) {
     metrics::WriterOptions wo;
     wo.flush_every_steps = config.flush_every;
+    wo.expected_steps = config.steps;  // sizes the disk-full reserve
+    wo.reserve_bytes = config.result_reserve_kib < 0 ? -1 : config.result_reserve_kib * 1024;
     wo.extra_metrics = {schema::kEvalLoss, schema::kPrecisionBf16, schema::kLossScale,
                         schema::kStepSkipped, schema::kActivationPredicted};
     // GPU runs: the caching allocator's reserved bytes beside the allocated ones
@@ -191,6 +194,7 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     }
     reset_memory_peak();
   };
+  bool trace_drop_reported = false;
   hooks.on_step = [&](const train::StepReport& r, parallel::Strategy& strategy) {
     metrics::StepMetrics m;
     m[schema::kLoss] = r.loss;
@@ -229,6 +233,13 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     recorder->record_step(r.step, m);
     if (writer) {
       writer->append(*recorder);
+      if (!trace_drop_reported && !writer->trace_dropped().empty()) {
+        trace_drop_reported = true;  // the same on every rank; rank 0 says it
+        if (rank == 0)
+          std::fprintf(stderr, "hlp-train: warning: result file '%s': %s; the trace stops, the "
+                       "steps go on (disk-full reserve used)\n", config.out.c_str(),
+                       printable(writer->trace_dropped(), std::string::npos).c_str());
+      }
     } else {  // nothing to write them to: drop them so memory stays flat
       recorder->take_events();
       recorder->take_steps();

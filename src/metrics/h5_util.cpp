@@ -1,16 +1,50 @@
 #include "metrics/h5_util.h"
 
 #include "common/error.h"
+#include "common/os_error.h"
+#include "common/printable.h"
 
 namespace hlp::metrics::h5 {
 
+std::string error_stack_text() {
+  std::string out;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        auto& o = *static_cast<std::string*>(data);
+        if (!o.empty()) o += "; ";
+        o += std::string(e->func_name ? e->func_name : "?") + ": " + (e->desc ? e->desc : "");
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+namespace {
+
+// A failed call: IoError with the OS reason when HDF5's error stack quotes one (the sec2 and
+// MPI-IO drivers both put strerror()'s text there), UserError otherwise. Clears the stack.
+[[noreturn]] void throw_failure(const std::string& what) {
+  const std::string stack = error_stack_text();
+  const int err = find_errno_in_text(stack);
+  H5Eclear2(H5E_DEFAULT);
+  if (err != 0) throw IoError(what + ": " + os_error_text(err), err);
+  // the innermost entry says most ("file signature not found", "addr overflow ...")
+  const size_t last = stack.rfind("; ");
+  const std::string inner = last == std::string::npos ? stack : stack.substr(last + 2);
+  if (inner.empty()) throw user_error(what, ": HDF5 call failed");
+  throw user_error(what, ": HDF5 call failed (", printable(inner), ")");
+}
+
+}  // namespace
+
 hid_t check(hid_t id, const std::string& what) {
-  if (id < 0) throw user_error(what, ": HDF5 call failed");
+  if (id < 0) throw_failure(what);
   return id;
 }
 
 void check_status(herr_t status, const std::string& what) {
-  if (status < 0) throw user_error(what, ": HDF5 call failed");
+  if (status < 0) throw_failure(what);
 }
 
 Handle file(hid_t id, const std::string& what) { return {check(id, what), H5Fclose}; }
@@ -64,6 +98,19 @@ int64_t attr_elements(hid_t a) {
   return n < 0 ? 0 : static_cast<int64_t>(n);
 }
 
+// A corrupt (or hostile) header may claim any size; an attribute's value is stored in the
+// file, so one larger than the whole file is refused before anything is allocated for it.
+void check_fits_in_file(hid_t obj, uint64_t elements, uint64_t element_bytes,
+                        const std::string& name) {
+  Handle f(H5Iget_file_id(obj), H5Fclose);
+  hsize_t file_bytes = 0;
+  if (!f.valid() || H5Fget_filesize(f, &file_bytes) < 0) return;
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, element_bytes, &bytes) || bytes > file_bytes)
+    throw user_error("attribute '", name, "' claims ", elements, " x ", element_bytes,
+                     " bytes, more than the whole file (", file_bytes, " bytes)");
+}
+
 }  // namespace
 
 void write_attr(hid_t obj, const std::string& name, const std::string& value) {
@@ -100,6 +147,8 @@ std::string read_attr_string(hid_t obj, const std::string& name) {
   Handle a = open_attr(obj, name);
   Handle ftype = type(H5Aget_type(a), "attribute type " + name);
   if (H5Tget_class(ftype) != H5T_STRING) throw user_error("attribute '", name, "' is not a string");
+  // H5Aread writes every element: one string, or it would write past `p` / `buf`.
+  if (attr_elements(a) != 1) throw user_error("attribute '", name, "' is not a single string");
   if (H5Tis_variable_str(ftype) > 0) {
     Handle t = vlen_string_type();
     char* p = nullptr;
@@ -110,6 +159,7 @@ std::string read_attr_string(hid_t obj, const std::string& name) {
   }
   // fixed-length (e.g. written by another tool)
   const size_t n = H5Tget_size(ftype);
+  check_fits_in_file(obj, 1, n, name);
   std::string buf(n, '\0');
   check_status(H5Aread(a, ftype, buf.data()), "read attribute " + name);
   buf.resize(buf.find('\0') == std::string::npos ? n : buf.find('\0'));
@@ -134,6 +184,7 @@ double read_attr_double(hid_t obj, const std::string& name) {
 
 std::vector<int64_t> read_attr_ints(hid_t obj, const std::string& name) {
   Handle a = open_attr(obj, name);
+  check_fits_in_file(obj, uint64_t(attr_elements(a)), sizeof(int64_t), name);
   std::vector<int64_t> v(static_cast<size_t>(attr_elements(a)));
   if (!v.empty()) check_status(H5Aread(a, H5T_NATIVE_INT64, v.data()), "read attribute " + name);
   return v;
@@ -141,6 +192,7 @@ std::vector<int64_t> read_attr_ints(hid_t obj, const std::string& name) {
 
 std::vector<double> read_attr_doubles(hid_t obj, const std::string& name) {
   Handle a = open_attr(obj, name);
+  check_fits_in_file(obj, uint64_t(attr_elements(a)), sizeof(double), name);
   std::vector<double> v(static_cast<size_t>(attr_elements(a)));
   if (!v.empty()) check_status(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), "read attribute " + name);
   return v;

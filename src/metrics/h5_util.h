@@ -44,7 +44,9 @@ class Handle {
   Closer closer_ = nullptr;
 };
 
-// Throw UserError("<what>: HDF5 call failed") when id < 0; returns id otherwise.
+// Throw when id < 0, returns id otherwise: hlp::IoError("<what>: No space left on device
+// (ENOSPC)") when HDF5's error stack quotes an OS reason, UserError("<what>: HDF5 call failed")
+// otherwise.
 hid_t check(hid_t id, const std::string& what);
 void check_status(herr_t status, const std::string& what);
 
@@ -57,6 +59,8 @@ Handle plist(hid_t id, const std::string& what);
 Handle attribute(hid_t id, const std::string& what);
 
 void silence_hdf5_errors();
+// HDF5's error stack of the last failed call, innermost last, as one line ("func: desc; ...").
+std::string error_stack_text();
 std::string hdf5_version();
 
 // UTF-8 variable-length string type (h5py reads it as str).

@@ -76,6 +76,15 @@ struct WriterOptions {
   // /summary medians leave out this many first steps (warm-up: allocation, first-touch, JIT);
   // fewer if the run is shorter (at least one step is always used).
   int summary_skip_steps = 1;
+  // Disk-full reserve: rank 0 allocates PATH.reserve beside the file at creation. When a write
+  // fails for lack of space (ENOSPC, EDQUOT), the reserve's going-on part is freed, the write
+  // retried, the trace dropped, and the steps go on; if space runs out again, its last-resort
+  // part lets that flush complete and the run ends with hlp::IoError and a whole file holding
+  // every step. The reserve is deleted at the end. reserve_bytes: the going-on part (-1: sized
+  // for expected_steps, default 1000, of /steps rows; 0: no reserve at all, so a failed flush
+  // may leave the file's last flush half-written).
+  int64_t expected_steps = 0;
+  int64_t reserve_bytes = -1;
 };
 
 // /summary: per metric, each rank's median over the steps after warm-up, and the max of those.

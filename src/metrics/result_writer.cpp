@@ -6,8 +6,14 @@
 // shares that dataset and a collective call per rank would only add synchronisation.
 #include "metrics/result_writer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <exception>
 #include <filesystem>
@@ -16,6 +22,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/os_error.h"
 #include "hlp/version.h"
 #include "metrics/h5_util.h"
 #include "metrics/run_metadata.h"
@@ -23,6 +30,39 @@
 #include "metrics/trace_row.h"
 
 namespace hlp::metrics {
+namespace {
+
+// The disk-full reserve (WriterOptions::reserve) has two parts. The last-resort part lets one
+// more flush finish: the rows of K steps, a new chunk-index node per metric (v1 B-tree node:
+// 2616 bytes), the /summary attributes and 64 KiB for the metadata HDF5 rewrites; doubled for
+// the allocator's slack. The going-on part holds the /steps of the rest of the run after the
+// trace is dropped, rows and chunk-index nodes (one per 512 chunks of 16 steps) likewise.
+int64_t round_up_4k(int64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+int64_t last_resort_bytes(int64_t flush_steps, int64_t metrics, int64_t world) {
+  const int64_t rows = flush_steps * metrics * world * 8;
+  return round_up_4k((64 << 10) + 2 * (rows + metrics * 2616 + metrics * (world * 8 + 256)));
+}
+
+int64_t going_on_bytes(int64_t steps, int64_t metrics, int64_t world) {
+  return round_up_4k(2 * (steps * metrics * world * 8 + metrics * 2616 * (steps / 512)));
+}
+
+// Allocates `bytes` of real blocks (not a sparse file) at `path`.
+void allocate_reserve(const std::string& path, int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("cannot create the disk-full reserve '" + path + "': " +
+                            os_error_text(errno), errno);
+  const int err = ::posix_fallocate(fd, 0, bytes);  // glibc writes zeros where the fs cannot
+  ::close(fd);
+  if (err != 0) {
+    ::unlink(path.c_str());
+    throw IoError("cannot allocate the " + std::to_string(bytes >> 10) +
+                  " KiB disk-full reserve '" + path + "': " + os_error_text(err), err);
+  }
+}
+
+}  // namespace
 
 struct ResultWriter::State {
   MPI_Comm comm = MPI_COMM_NULL;  // a dup of the caller's, freed with the State
@@ -43,10 +83,31 @@ struct ResultWriter::State {
   std::vector<StepRecord> steps;      // buffered
   std::vector<TraceEvent> events;     // buffered
   std::map<std::string, std::vector<double>> history;  // metric -> this rank's written values
+  int64_t steps_on_disk = 0;  // steps whose rows and metadata a successful H5Fflush wrote
+  // Disk-full reserve: rank 0's file; every rank tracks its stage alike. 0: whole, 1: only
+  // the last-resort part left (the trace is dropped), 2: gone (the run stops after this flush).
+  std::string reserve_path;
+  int64_t reserve_last_resort = 0;
+  int reserve_stage = 2;
+  std::string trace_dropped;  // why the trace stopped ("" while it goes on)
+  bool trace_dropped_recorded = false;
+  std::string stopping;       // why the run must stop once this flush is on disk
+  int space_fd = -1;          // rank 0: the file, for fallocate (ensure_space)
+  int64_t space_ready = 0;    // rank 0: bytes from the start whose blocks are allocated
+  int64_t eoa_flushed = 0;    // rank 0: end of allocated space at the last flush
   bool finished = false;
+  bool broken = false;     // a write failed: nothing more is written or flushed (see io())
   bool leak_comm = false;  // set while unwinding (see ~ResultWriter)
 
   ~State() {
+    release_reserve_file();
+    if (space_fd >= 0) ::close(space_fd);
+    if (broken) {  // closing would flush what failed: leave the file as the last flush left it
+      for (auto& kv : metric_ds) kv.second.release();
+      for (auto& h : trace_ds) h.release();
+      step_index_ds.release();
+      file.release();
+    }
     // Members are destroyed after this body runs, so close the HDF5 objects here, file last,
     // before the communicator HDF5 was given goes away.
     metric_ds.clear();
@@ -57,6 +118,145 @@ struct ResultWriter::State {
     xfer_indep.reset();
     file.reset();
     if (comm != MPI_COMM_NULL && !leak_comm) MPI_Comm_free(&comm);
+  }
+
+  // Runs one collective HDF5 call of the writer (fn) and agrees on its outcome with every rank
+  // before anyone goes on. A write can fail on some ranks only (with MPI-IO's two-phase
+  // collective writes only the aggregator ranks touch the file and see ENOSPC; a trace write is
+  // independent), and a rank that went on into the next collective call alone would hang. So
+  // on a failure anywhere every rank throws the first failing rank's message, as IoError when
+  // it carries an OS reason (disk full, quota, I/O error), and the writer is `broken`: it writes
+  // and flushes nothing more, and the file stays as the last successful H5Fflush left it
+  // (readable, complete = 0, every step flushed before).
+  //
+  // Out of space (ENOSPC, EDQUOT) while a part of the reserve is left: that part is freed and
+  // the call is retried on every rank (each call here is idempotent: same extent, same rows,
+  // same offsets). Freeing the going-on part drops the trace, so the space goes to the steps;
+  // freeing the last-resort part lets this flush complete, then flush_file() ends the run. A
+  // flush that fails half-way could leave metadata half-written; the retry completes it.
+  template <typename Fn>
+  void io(Fn&& fn) {
+    if (broken) throw UserError("result file '" + path + "': an earlier write failed");
+    std::string problem;
+    int kind[2] = {0, 0};  // IoError?, its errno
+    try {
+      fn();
+    } catch (const IoError& e) {
+      problem = e.what();
+      kind[0] = 1;
+      kind[1] = e.os_errno();
+    } catch (const UserError& e) {
+      problem = e.what();
+    }
+    const int mine = problem.empty() ? INT_MAX : rank;
+    int first = INT_MAX;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first == INT_MAX) return;
+    MPI_Bcast(kind, 2, MPI_INT, first, comm);
+    int64_t n = static_cast<int64_t>(problem.size());
+    MPI_Bcast(&n, 1, MPI_INT64_T, first, comm);
+    problem.resize(static_cast<size_t>(n));
+    if (n > 0) MPI_Bcast(problem.data(), static_cast<int>(n), MPI_CHAR, first, comm);
+    if (world > 1) problem = "rank " + std::to_string(first) + ": " + problem;
+    if (kind[0] && (kind[1] == ENOSPC || kind[1] == EDQUOT) && reserve_stage < 2) {
+      if (reserve_stage == 0) {
+        if (rank == 0) ::truncate(reserve_path.c_str(), reserve_last_resort);
+        if (trace_dropped.empty()) trace_dropped = problem;
+        reserve_stage = 1;
+      } else {
+        release_reserve_file();  // stage 2
+        stopping = problem;
+      }
+      MPI_Barrier(comm);  // the space is free before anyone retries
+      io(std::forward<Fn>(fn));
+      return;
+    }
+    broken = true;
+    std::string message = "result file '" + path + "': " + problem + "; the file keeps the " +
+                          std::to_string(steps_on_disk) + " step(s) flushed before (complete = 0)";
+    if (!trace_dropped.empty()) message += ", its trace stops earlier";
+    if (kind[0]) throw IoError(message, kind[1]);
+    throw UserError(message);
+  }
+
+  void release_reserve_file() {
+    if (rank == 0 && reserve_stage < 2) ::unlink(reserve_path.c_str());
+    reserve_stage = 2;
+  }
+
+  // Makes real disk blocks (rank 0, fallocate) for everything HDF5 can allocate before the next
+  // flush: `growth` bytes past the end of allocation that the last flush wrote into the
+  // superblock. Called before any row is written and before each flush, so that out of space
+  // shows here, where nothing is half-done, instead of in a write or in H5Fflush: a failed
+  // H5Fflush leaves metadata half-written, and HDF5 1.10 cannot even retry it ("slist already
+  // enabled"). `growth` is a function: it is computed again on a retry, after the trace is dropped.
+  template <typename Growth>
+  void ensure_space(Growth&& growth) {
+    io([&] {
+      if (rank != 0 || space_fd < 0) return;
+      const int64_t target = eoa_flushed + growth();
+      if (target <= space_ready) return;
+      const int64_t end = (target + (64 << 10) - 1) / (64 << 10) * (64 << 10);
+      // Past the end of file without changing its size (HDF5 compares the size with its end of
+      // allocation); where the file system cannot, posix_fallocate (glibc writes a zero byte
+      // per block where a block is missing: safe, no rank writes while this runs).
+      int err = ::fallocate(space_fd, FALLOC_FL_KEEP_SIZE, space_ready, end - space_ready) == 0
+                    ? 0
+                    : errno;
+      if (err == EOPNOTSUPP || err == ENOSYS)
+        err = ::posix_fallocate(space_fd, space_ready, end - space_ready);
+      if (err != 0)
+        throw IoError("allocate " + std::to_string((end - space_ready) >> 10) + " KiB: " +
+                          os_error_text(err), err);
+      space_ready = end;
+    });
+  }
+
+  // The blocks ensure_space() allocated past the end of the closed file go back (rank 0).
+  void release_unused_space() {
+    if (rank != 0 || space_fd < 0) return;
+    struct stat st {};
+    if (::fstat(space_fd, &st) == 0 && space_ready > st.st_size)
+      ::fallocate(space_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+                  space_ready - st.st_size);
+    space_ready = 0;
+  }
+
+  // Bytes a metadata-only flush may add (attributes, object headers, /summary): generous.
+  int64_t metadata_growth() const {
+    return (64 << 10) + 2 * static_cast<int64_t>(metrics.size()) * (2616 + 256 + world * 8);
+  }
+
+  // The end of allocated space that the last flush wrote into the superblock (rank 0).
+  // H5Fget_eoa wants a SWMR driver and the MPI-IO driver's get_eof fails in HDF5 1.10, so it
+  // is read from the file: superblock versions 0/1 (HLP's files) and 2/3, 8-byte addresses.
+  void read_flushed_eoa() {
+    if (rank != 0 || space_fd < 0) return;
+    unsigned char sb[64] = {};
+    if (::pread(space_fd, sb, sizeof sb, 0) != static_cast<ssize_t>(sizeof sb)) return;
+    const int version = sb[8];
+    const size_t at = version == 0 ? 40 : version == 1 ? 44 : 28;
+    const int offset_size = version <= 1 ? sb[13] : sb[9];
+    if (offset_size != 8) return;
+    uint64_t eoa = 0;
+    for (int i = 7; i >= 0; --i) eoa = (eoa << 8) | sb[at + static_cast<size_t>(i)];
+    if (eoa < (uint64_t{1} << 50)) eoa_flushed = std::max(eoa_flushed, static_cast<int64_t>(eoa));
+  }
+
+  // H5Fflush as one agreed call; afterwards every step written so far is on disk. Out of
+  // space for good (the last-resort reserve is used): the run ends here, with a whole file.
+  void flush_file() {
+    ensure_space([&] { return metadata_growth(); });
+    io([&] { h5::check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush"); });
+    read_flushed_eoa();
+    steps_on_disk = steps_written;
+    if (stopping.empty()) return;
+    broken = true;  // nothing more fits: no more writes, and no close (it would flush again)
+    throw IoError("result file '" + path + "': " + stopping + ", also after using the " +
+                      "disk-full reserve; the file keeps all " + std::to_string(steps_on_disk) +
+                      " step(s) written (complete = 0)" +
+                      (trace_dropped.empty() ? "" : ", its trace stops earlier"),
+                  ENOSPC);
   }
 
   // One collective write of `count` rows of `mem_type` data into a 1-D or 2-D slab of ds.
@@ -84,6 +284,11 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
                            const WriterOptions& options)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
+  // No flush of open files at exit: after a failed write (or an abort) the file must stay as
+  // its last successful H5Fflush left it. HDF5 would otherwise flush the failed metadata from
+  // its atexit hook. Works only before HDF5's first call in the process (hlp-train's main makes
+  // that call first); later it is a no-op.
+  H5dont_atexit();
   h5::silence_hdf5_errors();
   // Our own communicator: the writer's collectives never interleave with other traffic on
   // the caller's (e.g. a communicator thread working on a world-sized group).
@@ -147,6 +352,18 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
                           ec.message();
   }
   agree_or_throw(comm, dir_problem);
+  if (s.options.reserve_bytes != 0) {  // first: if even this does not fit, the run does not start
+    s.reserve_path = path + ".reserve";
+    const auto metrics = static_cast<int64_t>(s.metrics.size());
+    const int64_t steps = s.options.expected_steps > 0 ? s.options.expected_steps : 1000;
+    s.reserve_last_resort = last_resort_bytes(s.options.flush_every_steps, metrics, s.world);
+    const int64_t going_on = s.options.reserve_bytes > 0 ? round_up_4k(s.options.reserve_bytes)
+                                                         : going_on_bytes(steps, metrics, s.world);
+    s.io([&] {
+      if (s.rank == 0) allocate_reserve(s.reserve_path, s.reserve_last_resort + going_on);
+    });
+    s.reserve_stage = 0;
+  }
 
   h5::Handle fapl = h5::plist(H5Pcreate(H5P_FILE_ACCESS), "file access list");
   h5::check_status(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
@@ -159,6 +376,12 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
                      "': check that the directory is writable (--out)");
   }
   s.file = h5::Handle(fid, H5Fclose);
+  s.io([&] {
+    if (s.rank != 0) return;
+    s.space_fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (s.space_fd < 0)
+      throw IoError("open for space allocation: " + os_error_text(errno), errno);
+  });
   s.xfer = h5::plist(H5Pcreate(H5P_DATASET_XFER), "transfer list");
   h5::check_status(H5Pset_dxpl_mpio(s.xfer, s.options.collective_writes ? H5FD_MPIO_COLLECTIVE
                                                                       : H5FD_MPIO_INDEPENDENT),
@@ -199,6 +422,7 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrNodeThreadsRequested, thread_fields[6]);
   h5::write_attr(root, schema::kAttrOversubscribed, thread_fields[7]);
   h5::write_attr(root, schema::kAttrStoppedReason, std::string());
+  h5::write_attr(root, schema::kAttrTraceDropped, std::string());
   h5::write_attr(root, schema::kAttrPeakFlopsPerDevice, info.peak_flops_per_device);
   h5::write_attr(root, schema::kAttrPeakFlopsSource, info.peak_flops_source);
   h5::write_attr(root, schema::kAttrFlushEvery, static_cast<int64_t>(s.options.flush_every_steps));
@@ -239,6 +463,7 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     h5::Handle sp1 = h5::space(H5Screate_simple(1, dims1, maxdims1), "step index space");
     h5::Handle dcpl1 = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "step index dcpl");
     H5Pset_chunk(dcpl1, 1, chunk1);
+    H5Pset_fill_time(dcpl1, H5D_FILL_TIME_NEVER);
     s.step_index_ds = h5::dataset(H5Dcreate2(root, schema::kStepIndex, H5T_STD_I64LE, sp1,
                                              H5P_DEFAULT, dcpl1, H5P_DEFAULT),
                                   "create /steps/step");
@@ -253,6 +478,7 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     h5::Handle sp = h5::space(H5Screate_simple(1, dims, maxdims), "trace space");
     h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "trace dcpl");
     H5Pset_chunk(dcpl, 1, chunk);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);  // as /steps: every row is written right away
     for (int r = 0; r < s.world; ++r) {
       const std::string name = "rank" + std::to_string(r);
       s.trace_ds.push_back(h5::dataset(
@@ -261,12 +487,13 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     }
     s.trace_rows.assign(static_cast<size_t>(s.world), 0);
   }
-  h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + path);
+  s.flush_file();
 }
 
 ResultWriter::~ResultWriter() {
   State& s = *state_;
-  if (s.finished || std::uncaught_exceptions() == 0) return;  // Handles close it (collective)
+  if (s.finished || (std::uncaught_exceptions() == 0 && !s.broken))
+    return;  // Handles close it (collective)
   // Unwinding an error: other ranks may not be in step, and H5Fclose is collective, so closing
   // here could hang. Leave the file as the last flush left it (complete = 0): the process is
   // about to report the error and exit; HDF5 closes what is left at MPI_Finalize.
@@ -316,7 +543,7 @@ void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) 
     h5::write_attr(g, schema::kActivationTransient, m.activation_transient_bytes);
     h5::write_attr(g, schema::kActivationProbeLengths, m.activation_probe_lengths);
   }
-  h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + s.path);
+  s.flush_file();
 }
 
 void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
@@ -352,7 +579,7 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   h5::write_attr(g, schema::kSchedule, p.schedule);
   h5::write_attr(g, schema::kSplit, p.split);
   h5::write_attr(g, schema::kMicroBatches, p.micro_batches);
-  h5::check_status(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush " + s.path);
+  s.flush_file();
 }
 
 void ResultWriter::append_step(const StepRecord& row) { state_->steps.push_back(row); }
@@ -373,9 +600,12 @@ void ResultWriter::append(Recorder& recorder) {
   if (buffered_steps() >= state_->options.flush_every_steps) flush();
 }
 
+// Steps first, then the trace, each followed by its own H5Fflush: when the disk fills up, the
+// steps (small, and what the analysis needs) are already on disk and only the trace is lost.
 void ResultWriter::flush() {
   State& s = *state_;
   if (s.finished) return;
+  if (s.broken) throw UserError("result file '" + s.path + "': an earlier write failed");
 
   // 1. Every rank must hold the same number of buffered steps and only known metric names.
   std::string problem;
@@ -398,60 +628,110 @@ void ResultWriter::flush() {
   }
   agree_or_throw(s.comm, problem);
 
-  // 2. Steps: extend every matrix to [world, written + count], each rank writes its row.
+  // 2. Room on disk for everything this flush adds, before anything is written: out of space
+  // here drops the trace (State::io) and the steps go on.
+  const int64_t local_events = static_cast<int64_t>(s.events.size());
+  std::vector<int64_t> counts(static_cast<size_t>(s.world));
+  MPI_Allgather(&local_events, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, s.comm);
+  const bool any_events =
+      std::any_of(counts.begin(), counts.end(), [](int64_t c) { return c > 0; });
+  s.ensure_space([&] {
+    const auto metrics = static_cast<int64_t>(s.metrics.size());
+    int64_t bytes = s.metadata_growth() + 2 * metrics * s.world * 8 * (count + 16);
+    if (s.trace_dropped.empty() && any_events)
+      for (int64_t c : counts)
+        bytes += 2 * ((c + 1024) * static_cast<int64_t>(sizeof(TraceRow)) + 2616);
+    return bytes;
+  });
+
+  // 3. Steps: extend every matrix to [world, written + count], each rank writes its row.
   if (count > 0) {
     const hsize_t new_steps = static_cast<hsize_t>(s.steps_written + count);
     const hsize_t dims[2] = {static_cast<hsize_t>(s.world), new_steps};
+    for (const auto& m : s.metrics) {
+      const hid_t ds = s.metric_ds.at(m).get();
+      s.io([&] { h5::check_status(H5Dset_extent(ds, dims), "extend /steps/" + m); });
+    }
+    s.io([&] {
+      h5::check_status(H5Dset_extent(s.step_index_ds, &new_steps), "extend /steps/step");
+    });
     const hsize_t start[2] = {static_cast<hsize_t>(s.rank), static_cast<hsize_t>(s.steps_written)};
     const hsize_t cnt[2] = {1, static_cast<hsize_t>(count)};
     std::vector<double> row(static_cast<size_t>(count));
     for (const auto& m : s.metrics) {
-      const hid_t ds = s.metric_ds.at(m).get();
-      h5::check_status(H5Dset_extent(ds, dims), "extend /steps/" + m);
       for (int64_t i = 0; i < count; ++i) {
         const auto& vals = s.steps[static_cast<size_t>(i)].values;
         auto it = vals.find(m);
         row[static_cast<size_t>(i)] =
             it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
       }
-      s.write_slab(ds, H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt, "write /steps/" + m, s.xfer);
+      s.io([&] {
+        s.write_slab(s.metric_ds.at(m), H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt,
+                     "write /steps/" + m, s.xfer);
+      });
       auto& hist = s.history[m];
       hist.insert(hist.end(), row.begin(), row.end());
     }
     // /steps/step from rank 0's records.
     std::vector<int64_t> step_numbers;
     for (const auto& r : s.steps) step_numbers.push_back(r.step);
-    h5::check_status(H5Dset_extent(s.step_index_ds, &new_steps), "extend /steps/step");
     const hsize_t start1[1] = {static_cast<hsize_t>(s.steps_written)};
     const hsize_t cnt1[1] = {s.rank == 0 ? static_cast<hsize_t>(count) : 0};
-    s.write_slab(s.step_index_ds, H5T_NATIVE_INT64, step_numbers.data(), 1, start1, cnt1,
-                 "write /steps/step", s.xfer);
+    s.io([&] {
+      s.write_slab(s.step_index_ds, H5T_NATIVE_INT64, step_numbers.data(), 1, start1, cnt1,
+                   "write /steps/step", s.xfer);
+    });
     s.steps_written += count;
     s.steps.clear();
+    s.flush_file();
   }
 
-  // 3. Trace: everyone learns everyone's event count, extends all, writes its own.
-  const int64_t local_events = static_cast<int64_t>(s.events.size());
-  std::vector<int64_t> counts(static_cast<size_t>(s.world));
-  MPI_Allgather(&local_events, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, s.comm);
-  const std::vector<TraceRow> rows = to_trace_rows(s.events);
-  for (int r = 0; r < s.world; ++r) {
-    const int64_t n = counts[static_cast<size_t>(r)];
-    if (n == 0) continue;
-    const hid_t ds = s.trace_ds[static_cast<size_t>(r)].get();
-    const hsize_t new_rows = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)] + n);
-    h5::check_status(H5Dset_extent(ds, &new_rows), "extend /trace/rank" + std::to_string(r));
-    if (r == s.rank) {  // independent: only the owner writes; the extent above was collective
-      const hsize_t start[1] = {static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)])};
-      const hsize_t cnt[1] = {static_cast<hsize_t>(n)};
-      s.write_slab(ds, s.trace_type, rows.data(), 1, start, cnt,
-                   "write /trace/rank" + std::to_string(r), s.xfer_indep);
+  // 4. Trace: extend every rank's dataset by its count, each rank writes its own. Once dropped
+  // (out of space, see State::io) the trace is written no more. Every flag and count below is
+  // the same on every rank, so all decide alike.
+  const bool trace_was_on = s.trace_dropped.empty();
+  if (trace_was_on && any_events) {
+    for (int r = 0; r < s.world; ++r) {
+      const int64_t n = counts[static_cast<size_t>(r)];
+      if (n == 0) continue;
+      const hsize_t new_rows = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)] + n);
+      s.io([&] {
+        h5::check_status(H5Dset_extent(s.trace_ds[static_cast<size_t>(r)], &new_rows),
+                         "extend /trace/rank" + std::to_string(r));
+      });
     }
-    s.trace_rows[static_cast<size_t>(r)] += n;
+    if (s.trace_dropped.empty()) {
+      const std::vector<TraceRow> rows = to_trace_rows(s.events);
+      const int64_t n = counts[static_cast<size_t>(s.rank)];
+      s.io([&] {  // independent: each rank writes its own dataset; the extents were collective
+        if (n == 0) return;
+        const hsize_t start[1] = {static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(s.rank)])};
+        const hsize_t cnt[1] = {static_cast<hsize_t>(n)};
+        s.write_slab(s.trace_ds[static_cast<size_t>(s.rank)], s.trace_type, rows.data(), 1,
+                     start, cnt, "write /trace/rank" + std::to_string(s.rank), s.xfer_indep);
+      });
+      for (int r = 0; r < s.world; ++r)
+        s.trace_rows[static_cast<size_t>(r)] += counts[static_cast<size_t>(r)];
+    }
   }
   s.events.clear();
-
-  h5::check_status(H5Fflush(s.file, H5F_SCOPE_GLOBAL), "flush " + s.path);
+  const bool record_drop = !s.trace_dropped.empty() && !s.trace_dropped_recorded;
+  if (record_drop) {
+    // Each trace dataset back to the rows written in full (an extent whose rows were never
+    // written would read as zeros), and the reason beside `complete`.
+    if (trace_was_on && any_events) {
+      for (int r = 0; r < s.world; ++r) {
+        const hsize_t rows_written = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)]);
+        s.io([&] {
+          h5::check_status(H5Dset_extent(s.trace_ds[static_cast<size_t>(r)], &rows_written),
+                           "shrink /trace/rank" + std::to_string(r));
+        });
+      }
+    }
+    s.io([&] { h5::write_attr(s.file, schema::kAttrTraceDropped, s.trace_dropped); });
+    s.trace_dropped_recorded = true;
+  }
+  if ((trace_was_on && any_events) || count == 0 || record_drop) s.flush_file();
 }
 
 void ResultWriter::set_stopped_reason(const std::string& reason_in) {
@@ -460,7 +740,7 @@ void ResultWriter::set_stopped_reason(const std::string& reason_in) {
   std::string reason = reason_in;
   bcast_string(reason, s.comm);
   h5::write_attr(s.file, schema::kAttrStoppedReason, reason);
-  h5::check_status(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), "flush " + s.path);
+  s.flush_file();
 }
 
 void ResultWriter::finish() {
@@ -472,7 +752,9 @@ void ResultWriter::finish() {
   bcast_string(end_time, s.comm);
   h5::write_attr(s.file, schema::kAttrEndTime, end_time);
   h5::write_attr(s.file, schema::kAttrComplete, int64_t{1});
+  s.flush_file();  // H5Fclose's own flush reports no error through the Handle: do it here
   s.finished = true;
+  s.release_reserve_file();
   s.metric_ds.clear();
   s.trace_ds.clear();
   s.step_index_ds.reset();
@@ -480,6 +762,7 @@ void ResultWriter::finish() {
   s.xfer.reset();
   s.xfer_indep.reset();
   s.file.reset();  // H5Fclose: collective, writes everything
+  s.release_unused_space();
 }
 
 void ResultWriter::write_summary() {
@@ -521,5 +804,6 @@ int64_t ResultWriter::buffered_steps() const {
   return static_cast<int64_t>(state_->steps.size());
 }
 const std::string& ResultWriter::path() const { return state_->path; }
+const std::string& ResultWriter::trace_dropped() const { return state_->trace_dropped; }
 
 }  // namespace hlp::metrics

@@ -13,6 +13,11 @@
 //
 // Crash safety: the file is created with complete = 0 and flushed (H5Fflush) after every K
 // steps, so a job killed with SIGKILL leaves a readable file holding every flushed step.
+// Disk full and I/O errors: each flush writes and flushes the steps before the trace; every
+// rank agrees on each write's outcome. Out of space, the writer frees its reserve (PATH.reserve,
+// WriterOptions::reserve), drops the trace and goes on with the steps; a failure after that, or
+// any other I/O error, throws hlp::IoError on every rank naming the file and the OS reason, and
+// the file stays as its last successful flush left it (readable, complete = 0).
 // Errors (bad path, unknown metric, ranks out of step) throw hlp::UserError on every rank.
 #include <mpi.h>
 
@@ -64,6 +69,9 @@ class ResultWriter {
   int64_t steps_written() const;
   int64_t buffered_steps() const;
   const std::string& path() const;
+  // "" while the trace is written; else the write error after which it was dropped (disk full:
+  // the steps go on in the space of the reserve, see WriterOptions::reserve).
+  const std::string& trace_dropped() const;
 
  private:
   void write_summary();  // COLLECTIVE, from finish()

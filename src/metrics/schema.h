@@ -45,6 +45,9 @@ inline constexpr const char* kAttrNodeThreadsRequested = "node_threads_requested
 inline constexpr const char* kAttrOversubscribed = "oversubscribed";     // int64 0|1
 // Why a run ended before its last step: "" (it did not), "signal: ...", "non-finite: ...".
 inline constexpr const char* kAttrStoppedReason = "stopped_reason";      // string
+// Why the trace stops before the steps do: "" (it does not), or the write error ("... No space
+// left on device (ENOSPC)") after which the writer dropped the trace and kept writing steps.
+inline constexpr const char* kAttrTraceDropped = "trace_dropped";        // string
 inline constexpr const char* kAttrPeakFlopsPerDevice = "peak_flops_per_device";  // float64 FLOP/s
 inline constexpr const char* kAttrPeakFlopsSource = "peak_flops_source";  // string: how measured
 inline constexpr const char* kAttrFlushEvery = "flush_every_steps";      // int64

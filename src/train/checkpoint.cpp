@@ -10,7 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/os_error.h"
 
 namespace fs = std::filesystem;
 
@@ -46,7 +48,8 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
   const std::string sdir = step_dir(dir, meta.next_step);
   std::error_code ec;
   fs::create_directories(sdir, ec);
-  if (ec) throw user_error("--checkpoint-dir: cannot create '", sdir, "': ", ec.message());
+  if (ec) throw IoError("--checkpoint-dir: cannot create '" + sdir + "': " + os_error_text(ec.value()),
+                       ec.value());
   const std::string stem = rank_stem(sdir, world.rank());
 
   // Host copies: a checkpoint does not depend on the device it was written from (a CPU run
@@ -59,9 +62,13 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
   for (const auto& t : optimizer.state_tensors())
     tensors.push_back(t.device().is_cpu() ? t : host_copy(t));
   tensors.push_back(at::detail::getDefaultCPUGenerator().get_state());
-  torch::save(tensors, stem + ".pt.tmp");
+  // Serialized in memory, then each file written whole or not at all (common/atomic_file.h):
+  // a write that fails (disk full, quota, I/O error) throws IoError naming the file and the
+  // reason, before `latest` moves, so the previous checkpoint stays the one a resume finds.
+  std::ostringstream tensor_bytes;
+  torch::save(tensors, tensor_bytes);
+  std::ostringstream meta_out;
   {
-    std::ofstream meta_out(stem + ".txt.tmp");
     meta_out << "next_step " << meta.next_step << "\nstrategy " << meta.strategy
              << "\nmesh " << meta.mesh
              << "\npp_split " << (meta.pp_split.empty() ? "-" : meta.pp_split)
@@ -71,15 +78,12 @@ void save_checkpoint(const std::string& dir, comm::Communicator& world, const Ad
     std::snprintf(scale, sizeof(scale), "%.17g", meta.loss_scale);  // exact
     meta_out << "\nloss_scale " << scale << "\nloss_scale_clean_steps "
              << meta.loss_scale_clean_steps << "\ncursor " << meta.data_cursor << "\n";
-    if (!meta_out) throw user_error("--checkpoint-dir: cannot write '", stem, ".txt'");
   }
-  fs::rename(stem + ".pt.tmp", stem + ".pt");
-  fs::rename(stem + ".txt.tmp", stem + ".txt");
+  write_file_atomically(stem + ".pt", tensor_bytes.str());
+  write_file_atomically(stem + ".txt", meta_out.str());
   world.barrier();  // every rank's files exist before `latest` points at them
-  if (world.rank() == 0) {
-    std::ofstream(dir + "/latest.tmp") << "step_" << meta.next_step << "\n";
-    fs::rename(dir + "/latest.tmp", dir + "/latest");
-  }
+  if (world.rank() == 0)
+    write_file_atomically(dir + "/latest", "step_" + std::to_string(meta.next_step) + "\n");
   world.barrier();
 }
 

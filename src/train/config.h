@@ -63,6 +63,7 @@ struct TrainConfig {
   int eval_every = 0;               // 0 = no eval loss
   std::string out;                  // result file (.h5); empty = no result file
   int flush_every = 5;              // result-file flush period in steps
+  int64_t result_reserve_kib = -1;  // disk-full reserve's going-on part; -1 auto, 0 none
   bool trace = true;                // record trace events
   std::string checkpoint_dir;       // empty = no checkpoints
   int checkpoint_every = 0;         // 0 = only on signal / at the end
