@@ -185,6 +185,10 @@ void describe(OptionTable& t, Descriptions& d) {
         "mask, else the node's cores / ranks on the node");
   t.add(run, "eval-every", &C::eval_every, "evaluation loss every K steps; 0 = off");
   t.add(run, "out", &C::out, "result file (HDF5) to write; empty = none");
+  t.add_flag(run, "allow-overcommit", &C::allow_overcommit,
+             "run even when a rank's predicted peak (held bytes + predicted activations) needs "
+             "more memory than it may still use: the GPU's memory, or on a CPU the cgroup limit "
+             "or MemAvailable shared by the node's ranks (without it: one line, exit 2)");
   t.add(run, "flush-every", &C::flush_every, "flush the result file every K steps");
   t.add(run, "result-reserve-kib", &C::result_reserve_kib,
         "space held beside the result file (OUT.reserve) for a disk that fills up: the trace is "

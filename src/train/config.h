@@ -25,6 +25,7 @@ struct TrainConfig {
   std::string kernels = "fused";     // fused|reference (fused CPU kernels or op-by-op modules)
   std::string attn_impl = "auto";    // auto|naive|blocked|sdpa
   bool activation_checkpointing = false;
+  bool allow_overcommit = false;    // run even when the predicted peak exceeds the memory left
   std::string model_config;  // Hugging Face config.json (file or directory) instead of --model
   std::string init_from;     // HF checkpoint: directory, .safetensors or .index.json; "" = seed init
 

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/data_options.h"
 #include "train/device.h"
+#include "train/memory_limit.h"
 #include "comm/mpi_communicator.h"
 #if defined(HLP_HAVE_CUDA)
 #include "comm/cuda_timing.h"
@@ -109,6 +110,67 @@ TrainConfig with_parallel_defaults(TrainConfig c, int world_size) {
   if (c.strategy == "tp" && c.tp == 1 && world_size / c.pp > 1) c.tp = world_size / c.pp;
   return c;
 }
+
+namespace {
+
+// Before the first step: a rank whose predicted peak (what it holds now, or its parameters,
+// gradients and optimizer state if more, plus the predicted activation peak) needs more memory
+// than it may still allocate ends the run on every rank with one line and exit 2, before the
+// kernel's OOM killer takes the node (--allow-overcommit: run anyway). Where activations are not
+// modelled (tp: NaN) nothing is refused. COLLECTIVE over `world`.
+void refuse_what_cannot_fit(const TrainConfig& c, comm::Communicator& world,
+                            const DeviceInfo& device, const parallel::Strategy& strategy,
+                            const AdamW& optimizer, double activation_predicted,
+                            int micro_batch) {
+  const bool cuda = device.device.is_cuda();
+  const int local_ranks = cuda ? 1 : node_local_ranks();  // collective on every rank alike
+  if (c.allow_overcommit) return;
+  double current = 0, limit = -1;
+  std::string limit_source;
+  if (cuda) {
+    current = double(metrics::cuda_memory_stats(device.device.index()).current_bytes);
+    limit = double(device.memory_bytes) - current;
+    limit_source = "the GPU's " + std::to_string(device.memory_bytes >> 20) + " MiB";
+  } else if (metrics::CpuAllocatorCounter::installed()) {
+    current = double(metrics::CpuAllocatorCounter::current_bytes());
+    const HostMemory host = host_memory();
+    if (host.usable_bytes() >= 0) {
+      limit = double(host.usable_bytes()) / local_ranks;
+      limit_source = host.source() + " / " + std::to_string(local_ranks) + " rank(s) on this node";
+    }
+  }
+  const auto held = strategy.held_bytes();
+  const double state = double(held.param_bytes + held.grad_bytes + optimizer.state_bytes());
+  const double peak = std::max(current, state) + activation_predicted;
+  const double excess = std::isnan(activation_predicted) || limit < 0 ? -1 : peak - current - limit;
+  at::Tensor worst = at::full({1}, excess, at::kDouble);
+  world.all_reduce(worst, comm::ReduceOp::Max);
+  if (!(worst.item<double>() > 0)) return;
+  // The worst rank's numbers, to every rank (the others add zeros).
+  const bool mine = excess == worst.item<double>();
+  at::Tensor who = at::full({1}, mine ? -double(world.rank()) : -1e18, at::kDouble);
+  world.all_reduce(who, comm::ReduceOp::Max);  // the lowest such rank
+  const int64_t worst_rank = -int64_t(who.item<double>());
+  const bool speaker = worst_rank == world.rank();
+  at::Tensor numbers = at::zeros({4}, at::kDouble);
+  if (speaker) {
+    numbers[0] = peak;
+    numbers[1] = activation_predicted;
+    numbers[2] = current + limit;
+    numbers[3] = limit;
+  }
+  world.all_reduce(numbers, comm::ReduceOp::Sum);
+  std::string source = speaker ? limit_source : std::string();
+  const auto mib = [&](int i) { return std::to_string(int64_t(numbers[i].item<double>()) >> 20); };
+  throw user_error(
+      "predicted peak ", mib(0), " MiB on rank ", worst_rank, " (activations ",
+      mib(1), " MiB at --seq-len ", c.seq_len, ", --micro-batch ", micro_batch,
+      ") exceeds the ", mib(2), " MiB it may use (", speaker ? source : "its memory limit",
+      "); lower --seq-len or --micro-batch, add --activation-checkpointing, use more ranks, or "
+      "pass --allow-overcommit to run anyway");
+}
+
+}  // namespace
 
 TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                    const TrainHooks& hooks) {
@@ -296,6 +358,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                 "activation peak %.0f MiB on rank 0\n",
                 split.micro_batch, c.seq_len, kinds.c_str(), activation_predicted / (1 << 20));
   }
+  refuse_what_cannot_fit(c, *world, device, *strategy, optimizer, activation_predicted,
+                         split.micro_batch);
   if (hooks.on_start) hooks.on_start(so, *strategy, activation);
   outcome.strategy_name = strategy->name();
   outcome.params_total = strategy->params_total();

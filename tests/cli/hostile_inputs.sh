@@ -64,4 +64,21 @@ expect_one_line_error "ini-value" 2 "--strategy: unknown value 'dd\\xFFp\\x1B[2J
 printf 'steps = 1\xff\n' > "$tmp/number.ini"
 expect_one_line_error "ini-number" 2 "number.ini: the argument ('1\\xFF')" \
   -- "$BIN/hlp-train" --config "$tmp/number.ini"
+
+# 5. A run that cannot fit (issue 24): --seq-len 10^8 was killed by the OOM killer after taking
+# the machine's memory. Refused before the first step with the prediction and the limit, exit 2,
+# on 1 and 2 ranks (MPICH adds its own MPI_Abort line after ours on 2 ranks).
+expect_one_line_error "over-memory" 2 "exceeds the" \
+  -- "${train[@]}" --model small --seq-len 100000000
+grep -qE "predicted peak [0-9]+ MiB on rank 0 \(activations [0-9]+ MiB at --seq-len 100000000, --micro-batch [0-9]+\) exceeds the [0-9]+ MiB it may use \((MemAvailable|cgroup memory limit)" "$tmp/err" \
+  || { echo "FAIL over-memory: no prediction and limit in: $(cat "$tmp/err")"; fail=1; }
+timeout 120 $MPIEXEC -n 2 "${train[@]}" --model tiny --strategy ddp --seq-len 20000000 \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ "$rc" -ne 2 ] || [ "$(grep -c "^hlp-train: error: predicted peak" "$tmp/err")" -ne 1 ] ||
+   ! grep -q "/ 2 rank(s) on this node\|cgroup memory limit" "$tmp/err" ||
+   [ "$(grep -vc "MPI_Abort\|^hlp-train: error: predicted peak" "$tmp/err")" -ne 0 ]; then
+  echo "FAIL mpi2-over-memory: exit $rc:"; cat "$tmp/err"; fail=1
+else
+  echo "ok   mpi2-over-memory: $(head -1 "$tmp/err")"
+fi
 exit $fail
