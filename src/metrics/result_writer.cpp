@@ -97,6 +97,8 @@ struct ResultWriter::State {
   int64_t eoa_flushed = 0;    // rank 0: end of allocated space at the last flush
   bool finished = false;
   bool broken = false;     // a write failed: nothing more is written or flushed (see io())
+  std::string pending;     // the first failure of this rank's attempt()s since the last agreement
+  int pending_kind[2] = {0, 0};
   bool leak_comm = false;  // set while unwinding (see ~ResultWriter)
 
   ~State() {
@@ -137,27 +139,10 @@ struct ResultWriter::State {
   template <typename Fn>
   void io(Fn&& fn) {
     if (broken) throw UserError("result file '" + path + "': an earlier write failed");
-    std::string problem;
-    int kind[2] = {0, 0};  // IoError?, its errno
-    try {
-      fn();
-    } catch (const IoError& e) {
-      problem = e.what();
-      kind[0] = 1;
-      kind[1] = e.os_errno();
-    } catch (const UserError& e) {
-      problem = e.what();
-    }
-    const int mine = problem.empty() ? INT_MAX : rank;
-    int first = INT_MAX;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-    if (first == INT_MAX) return;
-    MPI_Bcast(kind, 2, MPI_INT, first, comm);
-    int64_t n = static_cast<int64_t>(problem.size());
-    MPI_Bcast(&n, 1, MPI_INT64_T, first, comm);
-    problem.resize(static_cast<size_t>(n));
-    if (n > 0) MPI_Bcast(problem.data(), static_cast<int>(n), MPI_CHAR, first, comm);
-    if (world > 1) problem = "rank " + std::to_string(first) + ": " + problem;
+    attempt(fn);
+    int kind[2] = {0, 0};
+    std::string problem = exchange_failure(kind);
+    if (problem.empty()) return;
     if (kind[0] && (kind[1] == ENOSPC || kind[1] == EDQUOT) && reserve_stage < 2) {
       if (reserve_stage == 0) {
         if (rank == 0) ::truncate(reserve_path.c_str(), reserve_last_resort);
@@ -171,6 +156,59 @@ struct ResultWriter::State {
       io(std::forward<Fn>(fn));
       return;
     }
+    fail(problem, kind);
+  }
+
+  // A batch of collective calls agreed on once (fewer synchronisations than io() per call):
+  // every rank makes every call of the batch whatever failed before, so no rank waits alone in
+  // a collective call, then agree() ends the batch. No retry: out of space shows in
+  // ensure_space(), before a batch.
+  template <typename Fn>
+  void attempt(Fn&& fn) {
+    try {
+      fn();
+    } catch (const IoError& e) {
+      if (pending.empty()) {
+        pending = e.what();
+        pending_kind[0] = 1;
+        pending_kind[1] = e.os_errno();
+      }
+    } catch (const UserError& e) {
+      if (pending.empty()) {
+        pending = e.what();
+        pending_kind[0] = pending_kind[1] = 0;
+      }
+    }
+  }
+
+  void agree() {
+    if (broken) throw UserError("result file '" + path + "': an earlier write failed");
+    int kind[2] = {0, 0};
+    const std::string problem = exchange_failure(kind);
+    if (!problem.empty()) fail(problem, kind);
+  }
+
+  // Every rank learns whether an attempt() of any rank failed since the last exchange: "" if
+  // none did, else the first failing rank's message (with its rank) and kind (IoError?, errno).
+  std::string exchange_failure(int kind[2]) {
+    std::string problem = std::move(pending);
+    pending.clear();
+    kind[0] = pending_kind[0];
+    kind[1] = pending_kind[1];
+    const int mine = problem.empty() ? INT_MAX : rank;
+    int first = INT_MAX;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first == INT_MAX) return {};
+    MPI_Bcast(kind, 2, MPI_INT, first, comm);
+    int64_t n = static_cast<int64_t>(problem.size());
+    MPI_Bcast(&n, 1, MPI_INT64_T, first, comm);
+    problem.resize(static_cast<size_t>(n));
+    if (n > 0) MPI_Bcast(problem.data(), static_cast<int>(n), MPI_CHAR, first, comm);
+    if (world > 1) problem = "rank " + std::to_string(first) + ": " + problem;
+    return problem;
+  }
+
+  [[noreturn]] void fail(const std::string& problem, const int kind[2]) {
     broken = true;
     std::string message = "result file '" + path + "': " + problem + "; the file keeps the " +
                           std::to_string(steps_on_disk) + " step(s) flushed before (complete = 0)";
@@ -245,8 +283,9 @@ struct ResultWriter::State {
 
   // H5Fflush as one agreed call; afterwards every step written so far is on disk. Out of
   // space for good (the last-resort reserve is used): the run ends here, with a whole file.
-  void flush_file() {
-    ensure_space([&] { return metadata_growth(); });
+  // space_ensured: the caller's ensure_space() already covered what this flush writes.
+  void flush_file(bool space_ensured = false) {
+    if (!space_ensured) ensure_space([&] { return metadata_growth(); });
     io([&] { h5::check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush"); });
     read_flushed_eoa();
     steps_on_disk = steps_written;
@@ -650,9 +689,9 @@ void ResultWriter::flush() {
     const hsize_t dims[2] = {static_cast<hsize_t>(s.world), new_steps};
     for (const auto& m : s.metrics) {
       const hid_t ds = s.metric_ds.at(m).get();
-      s.io([&] { h5::check_status(H5Dset_extent(ds, dims), "extend /steps/" + m); });
+      s.attempt([&] { h5::check_status(H5Dset_extent(ds, dims), "extend /steps/" + m); });
     }
-    s.io([&] {
+    s.attempt([&] {
       h5::check_status(H5Dset_extent(s.step_index_ds, &new_steps), "extend /steps/step");
     });
     const hsize_t start[2] = {static_cast<hsize_t>(s.rank), static_cast<hsize_t>(s.steps_written)};
@@ -665,7 +704,7 @@ void ResultWriter::flush() {
         row[static_cast<size_t>(i)] =
             it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
       }
-      s.io([&] {
+      s.attempt([&] {
         s.write_slab(s.metric_ds.at(m), H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt,
                      "write /steps/" + m, s.xfer);
       });
@@ -677,39 +716,42 @@ void ResultWriter::flush() {
     for (const auto& r : s.steps) step_numbers.push_back(r.step);
     const hsize_t start1[1] = {static_cast<hsize_t>(s.steps_written)};
     const hsize_t cnt1[1] = {s.rank == 0 ? static_cast<hsize_t>(count) : 0};
-    s.io([&] {
+    s.attempt([&] {
       s.write_slab(s.step_index_ds, H5T_NATIVE_INT64, step_numbers.data(), 1, start1, cnt1,
                    "write /steps/step", s.xfer);
     });
+    s.agree();
     s.steps_written += count;
     s.steps.clear();
-    s.flush_file();
+    s.flush_file(/*space_ensured=*/true);
   }
 
   // 4. Trace: extend every rank's dataset by its count, each rank writes its own. Once dropped
-  // (out of space, see State::io) the trace is written no more. Every flag and count below is
-  // the same on every rank, so all decide alike.
+  // (out of space in ensure_space, see State::io) the trace is written no more. Every flag and
+  // count below is the same on every rank, so all decide alike.
   const bool trace_was_on = s.trace_dropped.empty();
   if (trace_was_on && any_events) {
     for (int r = 0; r < s.world; ++r) {
       const int64_t n = counts[static_cast<size_t>(r)];
       if (n == 0) continue;
       const hsize_t new_rows = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)] + n);
-      s.io([&] {
+      s.attempt([&] {
         h5::check_status(H5Dset_extent(s.trace_ds[static_cast<size_t>(r)], &new_rows),
                          "extend /trace/rank" + std::to_string(r));
       });
     }
-    if (s.trace_dropped.empty()) {
+    s.agree();
+    {
       const std::vector<TraceRow> rows = to_trace_rows(s.events);
       const int64_t n = counts[static_cast<size_t>(s.rank)];
-      s.io([&] {  // independent: each rank writes its own dataset; the extents were collective
+      s.attempt([&] {  // independent: each rank writes its own dataset; the extents were collective
         if (n == 0) return;
         const hsize_t start[1] = {static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(s.rank)])};
         const hsize_t cnt[1] = {static_cast<hsize_t>(n)};
         s.write_slab(s.trace_ds[static_cast<size_t>(s.rank)], s.trace_type, rows.data(), 1,
                      start, cnt, "write /trace/rank" + std::to_string(s.rank), s.xfer_indep);
       });
+      s.agree();
       for (int r = 0; r < s.world; ++r)
         s.trace_rows[static_cast<size_t>(r)] += counts[static_cast<size_t>(r)];
     }
@@ -717,21 +759,13 @@ void ResultWriter::flush() {
   s.events.clear();
   const bool record_drop = !s.trace_dropped.empty() && !s.trace_dropped_recorded;
   if (record_drop) {
-    // Each trace dataset back to the rows written in full (an extent whose rows were never
-    // written would read as zeros), and the reason beside `complete`.
-    if (trace_was_on && any_events) {
-      for (int r = 0; r < s.world; ++r) {
-        const hsize_t rows_written = static_cast<hsize_t>(s.trace_rows[static_cast<size_t>(r)]);
-        s.io([&] {
-          h5::check_status(H5Dset_extent(s.trace_ds[static_cast<size_t>(r)], &rows_written),
-                           "shrink /trace/rank" + std::to_string(r));
-        });
-      }
-    }
+    // The trace is dropped only in ensure_space(), before any extent of a flush changes: each
+    // /trace/rank<N> holds whole rows. The reason goes beside `complete`.
     s.io([&] { h5::write_attr(s.file, schema::kAttrTraceDropped, s.trace_dropped); });
     s.trace_dropped_recorded = true;
   }
-  if ((trace_was_on && any_events) || count == 0 || record_drop) s.flush_file();
+  if ((trace_was_on && any_events) || count == 0 || record_drop)
+    s.flush_file(/*space_ensured=*/true);
 }
 
 void ResultWriter::set_stopped_reason(const std::string& reason_in) {
