@@ -9,7 +9,7 @@
 //                (hlp::data::Loader with dp_size 1: the same global batches every dp size sees)
 // So both sides start from identical weights and see identical data.
 //
-//   hlp-export-init --model small --tokenizer spm.model --data corpus.txt --seq-len 256 \
+//   hlp-export-init --model small --tokenizer spm.model --data corpus.txt --seq-len 256
 //     --global-batch 8 --lora-rank 8 --lora-alpha 16 --seed 1234 --batches 6 --out-dir DIR
 #include <torch/torch.h>
 
