@@ -11,6 +11,7 @@
 #include "analysis/report.h"
 #include "analysis/run_loader.h"
 #include "analysis/table_writer.h"
+#include "cli/program_options_error.h"
 #include "common/error.h"
 #include "metrics/trace_export.h"
 
@@ -77,8 +78,8 @@ po::variables_map parse(int argc, char** argv, po::options_description& visible,
     // argv[1] is the subcommand: parse from argv[1] on, treating it as the program name.
     po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(pos).run(), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw hlp::user_error(argv[1], ": ", e.what(), " (see hlp-analyze --help)");
+  } catch (po::error& e) {
+    throw hlp::user_error(argv[1], ": ", hlp::cli::program_options_message(e), " (see hlp-analyze --help)");
   }
   return vm;
 }

@@ -145,6 +145,9 @@ RunData load_one(const std::string& path) {
   if (reader.has_attr(schema::kAttrMesh)) mesh = reader.attr_ints(schema::kAttrMesh);
   if (mesh.size() != 3) throw user_error("'", path, "': mesh attribute has ", mesh.size(),
                                          " entries, expected 3 (dp, pp, tp)");
+  if (mesh[0] < 1 || mesh[1] < 1 || mesh[2] < 1)  // dp divides below
+    throw user_error("'", path, "': mesh attribute (", mesh[0], ", ", mesh[1], ", ", mesh[2],
+                     ") holds a size below 1 (corrupt file)");
   c["dp"] = std::to_string(mesh[0]);
   c["pp"] = std::to_string(mesh[1]);
   c["tp"] = std::to_string(mesh[2]);
@@ -160,11 +163,12 @@ RunData load_one(const std::string& path) {
   c["global_batch"] = ini_value(ini, "global-batch");
   c["micro_batches"] = ini_value(ini, "micro-batches");
   const auto pipeline = reader.pipeline();
-  // Micro-batches 0 means "derived": G / (dp * B).
+  // Micro-batches 0 means "derived": G / (dp * B) (the INI's numbers may be anything).
+  int64_t dp_times_b = 0;
   if (c["micro_batches"] == "0" && run.config_int("global_batch") > 0 &&
-      run.config_int("micro_batch") > 0)
-    c["micro_batches"] = std::to_string(run.config_int("global_batch") /
-                                        (mesh[0] * run.config_int("micro_batch")));
+      run.config_int("micro_batch") > 0 &&
+      !__builtin_mul_overflow(mesh[0], run.config_int("micro_batch"), &dp_times_b))
+    c["micro_batches"] = std::to_string(run.config_int("global_batch") / dp_times_b);
   if (pipeline && pipeline->micro_batches > 0)
     c["micro_batches"] = std::to_string(pipeline->micro_batches);
   // Split and schedule mean something only for a pipeline (pp > 1; a tp-only run also writes

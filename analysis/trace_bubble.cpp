@@ -40,7 +40,9 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
                          const std::array<int64_t, 3>& mesh,
                          const std::vector<int64_t>& step_numbers) {
   const int64_t dp = mesh[0], pp = mesh[1], tp = mesh[2];
-  if (dp < 1 || pp < 1 || tp < 1 || dp * pp * tp != int64_t(events_per_rank.size()))
+  int64_t ranks = 0;  // the mesh comes from the file: its product may overflow
+  if (dp < 1 || pp < 1 || tp < 1 || __builtin_mul_overflow(dp, pp, &ranks) ||
+      __builtin_mul_overflow(ranks, tp, &ranks) || ranks != int64_t(events_per_rank.size()))
     throw user_error("mesh dp=", dp, " pp=", pp, " tp=", tp, " does not match ",
                      events_per_rank.size(), " ranks of trace (damaged file)");
   const size_t steps = step_numbers.size();

@@ -92,6 +92,12 @@ class ExpressionParser {
   }
   double factor() {
     if (pos_ >= tokens_.size()) fail("expression ends too early");
+    // Each '(' and unary '-' recurses: a hostile file must not exhaust the stack.
+    if (++depth_ > kMaxDepth) fail("nested more than ", kMaxDepth, " deep");
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (accept("(")) {
       double v = expr();
       if (!accept(")")) fail("missing ')'");
@@ -108,8 +114,10 @@ class ExpressionParser {
     return *number;
   }
 
+  static constexpr int kMaxDepth = 100;
   std::vector<std::string> tokens_;
   size_t pos_ = 0;
+  int depth_ = 0;
   const OptionLookup& lookup_;
   std::string context_;
 };

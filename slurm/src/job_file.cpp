@@ -6,7 +6,9 @@
 #include <fstream>
 #include <set>
 
+#include "cli/program_options_error.h"
 #include "common/error.h"
+#include "common/printable.h"
 #include "train_options.h"
 
 namespace hlp::sweep {
@@ -126,8 +128,9 @@ JobFile parse_job_file(std::istream& in, const std::string& path) {
   try {
     po::options_description none;
     parsed = po::parse_config_file(in, none, /*allow_unregistered=*/true);
-  } catch (const po::error& e) {
-    throw user_error(path, ": ", e.what(), " (expected 'key = value' lines and [section] headers)");
+  } catch (po::error& e) {
+    throw user_error(path, ": ", printable(hlp::cli::program_options_message(e)),
+                     " (expected 'key = value' lines and [section] headers)");
   }
 
   JobFile job;

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "cli/program_options_error.h"
 #include "common/error.h"
 #include "launch.h"
 #include "render.h"
@@ -62,8 +63,8 @@ int run(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw hlp::user_error(e.what(), " (see hlp-sweep --help)");
+  } catch (po::error& e) {
+    throw hlp::user_error(hlp::cli::program_options_message(e), " (see hlp-sweep --help)");
   }
   if (job_path.empty()) throw hlp::user_error("no job file given (usage: hlp-sweep JOBFILE --site SITE ...)");
   if (submit && run_local) throw hlp::user_error("--submit and --run-local exclude each other; pick one");

@@ -1,6 +1,8 @@
 #include "sweep.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -23,8 +25,22 @@ std::string sanitize(const std::string& value) {
 
 bool is_true(const std::string& v) { return v == "true" || v == "1" || v == "yes" || v == "on"; }
 
-int as_int(const std::string& value, int fallback) {
-  return value.empty() ? fallback : std::stoi(value);
+// More would not fit a Slurm job array (MaxArraySize is 1001 by default) nor a report; the
+// largest sweep of jobs/ expands to 240. Checked before expanding: axes multiply.
+constexpr uint64_t kMaxConfigurations = 10000;
+// Ranks, tp and pp: a world beyond this is a typo (and tp * pp stays far from overflow).
+constexpr long kMaxRanks = 1 << 20;
+
+// `key` of a configuration as a count (ranks, tp, pp), `fallback` when unset. The job file's
+// values were checked against hlp-train's options, but one declared by train-options was not.
+int as_count(const std::string& key, const std::string& value, int fallback, const std::string& path) {
+  if (value.empty()) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (end != value.c_str() + value.size() || errno != 0 || v < 0 || v > kMaxRanks)
+    throw user_error(path, ": '", key, " = ", value, "' is not a whole number in [0, ", kMaxRanks, "]");
+  return static_cast<int>(v);
 }
 
 // One swept axis's contribution to a configuration name: "t256", "m4", "uniform", "ac".
@@ -56,6 +72,13 @@ Sweep expand_sweep(const JobFile& job) {
   if (!has_strategy)
     throw user_error(job.path, ": no strategy; set 'strategy = ...' in [fixed] or sweep it in [sweep]");
 
+  uint64_t combinations = 1;
+  for (const Axis& axis : job.axes)
+    if (__builtin_mul_overflow(combinations, uint64_t(axis.values.size()), &combinations) ||
+        combinations > kMaxConfigurations)
+      throw user_error(job.path, ": the axes of [sweep] multiply to more than ", kMaxConfigurations,
+                       " configurations (before exclude rules); split the sweep into several files");
+
   // Odometer over the axes: index[0] (the first axis) changes slowest.
   std::vector<size_t> index(job.axes.size(), 0);
   std::set<std::string> names;
@@ -81,9 +104,9 @@ Sweep expand_sweep(const JobFile& job) {
       auto it = values.find(key);  // not values[key]: that would insert "" and hide the default
       return it == values.end() ? std::string() : it->second;
     };
-    config.ranks = as_int(get("ranks"), 1);
+    config.ranks = as_count("ranks", get("ranks"), 1, job.path);
     const std::string strategy = get("strategy");
-    const int tp = as_int(get("tp"), 1), pp = as_int(get("pp"), 1);
+    const int tp = as_count("tp", get("tp"), 1, job.path), pp = as_count("pp", get("pp"), 1, job.path);
 
     // Name: composite strategy, ranks, then every other swept axis in file order.
     config.name = strategy;
@@ -108,8 +131,8 @@ Sweep expand_sweep(const JobFile& job) {
       // Impossible combinations that no exclude rule removed.
       std::string why;
       if (tp < 1 || pp < 1) why = "tp and pp must be at least 1";
-      else if (config.ranks % (tp * pp) != 0)
-        why = "ranks " + std::to_string(config.ranks) + " is not divisible by tp*pp = " + std::to_string(tp * pp) +
+      else if (config.ranks % (int64_t(tp) * pp) != 0)
+        why = "ranks " + std::to_string(config.ranks) + " is not divisible by tp*pp = " + std::to_string(int64_t(tp) * pp) +
               "; add 'exclude = ranks % (tp*pp) != 0' to [sweep]";
       else if (strategy == "single" && (config.ranks != 1 || tp != 1 || pp != 1))
         why = "strategy single runs on exactly one rank; add 'exclude = strategy=single & ranks!=1' to [sweep]";

@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "cli/program_options_error.h"
 #include "common/error.h"
 #include "common/printable.h"
 
@@ -299,14 +300,14 @@ ParsedArgs parse_train_args(int argc, const char* const* argv) {
       if (!in) throw user_error("--config: cannot read '", path, "' (no such file or not readable)");
       try {
         po::store(po::parse_config_file(in, d.visible, /*allow_unregistered=*/false), vm);
-      } catch (const po::error& e) {
+      } catch (po::error& e) {
         // Boost quotes the file's keys and values: they may be any bytes (printable()).
-        throw user_error("--config ", path, ": ", printable(e.what()));
+        throw user_error("--config ", path, ": ", printable(program_options_message(e)));
       }
     }
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw user_error(printable(e.what()), " (see hlp-train --help)");
+  } catch (po::error& e) {
+    throw user_error(printable(program_options_message(e)), " (see hlp-train --help)");
   }
   if (vm.count("help")) {
     std::ostringstream os;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "data/utf8.h"
@@ -23,6 +24,20 @@ std::string_view strip_cr(std::string_view line) {
 }
 
 }  // namespace
+
+bool jsonl_text(std::string_view line, const std::string& field, std::string* text,
+                std::string* why) {
+  const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) *why = "not valid JSON";
+  else if (!j.is_object()) *why = "not a JSON object";
+  else if (!j.contains(field)) *why = "no \"" + field + "\" field";
+  else if (!j[field].is_string()) *why = "\"" + field + "\" is not a string";
+  else {
+    *text = j[field].get<std::string>();
+    return true;
+  }
+  return false;
+}
 
 DocumentReader::DocumentReader(const Corpus& corpus, size_t max_document_bytes)
     : corpus_(&corpus), file_reader_(corpus), max_document_bytes_(std::max<size_t>(max_document_bytes, 1)) {}

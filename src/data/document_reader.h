@@ -9,6 +9,7 @@
 // Memory: one 64 KiB window plus the document being assembled.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/corpus.h"
@@ -23,6 +24,12 @@ struct RawDocument {
   bool too_long = false;  // .jsonl line over the limit (bytes left empty)
   bool cut = false;       // .txt document ended by max_document_bytes, not by a blank line
 };
+
+// The text of a .jsonl document: the string `field` of the JSON object on `line` (valid UTF-8).
+// False for a malformed line, with *why saying what is wrong ("not valid JSON", "no \"text\"
+// field", ...): the loader counts and reports such lines and reads on.
+bool jsonl_text(std::string_view line, const std::string& field, std::string* text,
+                std::string* why);
 
 class DocumentReader {
  public:

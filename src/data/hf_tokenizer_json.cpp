@@ -81,6 +81,8 @@ void read_pre_tokenizer(const json& pre, const Checker& check, HfBpeSpec& spec) 
     return;
   }
   if (type != "Sequence") check.unsupported("pre_tokenizer ", type);
+  // (operator[] of a const object must only be asked for keys it holds)
+  if (!pre.contains("pretokenizers")) check.unsupported("pre_tokenizer Sequence without \"pretokenizers\"");
   const json& steps = pre["pretokenizers"];
   if (!steps.is_array() || steps.size() != 2)
     check.unsupported("pre_tokenizer Sequence other than [Split, ByteLevel]");
@@ -102,7 +104,7 @@ void read_pre_tokenizer(const json& pre, const Checker& check, HfBpeSpec& spec) 
   byte_level(steps[1], false);
 }
 
-void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
+void read_bpe_model(const json& model, const Checker& check, int64_t max_id, HfBpeSpec& spec,
                     std::unordered_map<std::string, int32_t>& ids) {
   const std::string type = check.type_of(model, "model");
   if (type != "BPE") check.unsupported("model type '", type, "'");
@@ -115,8 +117,8 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
   if (!model.contains("vocab") || !model["vocab"].is_object()) check.fail("model has no \"vocab\" object");
   ids.reserve(model["vocab"].size() * 2);
   for (const auto& [token, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 30))
-      check.fail("vocab entry '", printable(token), "' has no valid id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > max_id)
+      check.fail("vocab entry '", printable(token), "' has no valid id in [0, ", max_id, "]");
     const int32_t i = id.get<int32_t>();
     if (size_t(i) >= spec.vocab.size()) spec.vocab.resize(size_t(i) + 1);
     spec.vocab[size_t(i)] = token;
@@ -162,7 +164,7 @@ void read_bpe_model(const json& model, const Checker& check, HfBpeSpec& spec,
   }
 }
 
-void read_added_tokens(const json& added, const Checker& check, HfBpeSpec& spec,
+void read_added_tokens(const json& added, const Checker& check, int64_t max_id, HfBpeSpec& spec,
                        const std::unordered_map<std::string, int32_t>& ids) {
   if (added.is_null()) return;
   if (!added.is_array()) check.fail("\"added_tokens\" is not a list");
@@ -172,9 +174,9 @@ void read_added_tokens(const json& added, const Checker& check, HfBpeSpec& spec,
       check.fail("an added_tokens entry lacks an id or a content: ", printable(a.dump()));
     HfAddedToken t;
     t.content = a["content"].get<std::string>();
-    const int64_t id = a["id"].get<int64_t>();  // bounded like the vocab's: ids size tables
-    if (id < 0 || id > (1 << 30))
-      check.fail("added token '", printable(t.content), "' has id ", id, ", outside [0, 2^30]");
+    const int64_t id = a["id"].get<int64_t>();
+    if (id < 0 || id > max_id)
+      check.fail("added token '", printable(t.content), "' has id ", id, ", outside [0, ", max_id, "]");
     t.id = int32_t(id);
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (check.flag(a, key))
@@ -214,7 +216,7 @@ HfBpeSpec load_hf_bpe_spec(const std::string& path) {
   json root;
   try {
     root = json::parse(bytes);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     check.fail("not valid JSON (", printable(e.what()), "); a truncated download? fetch it again "
                "(datasets/qwen3/fetch.sh)");
   }
@@ -243,9 +245,16 @@ HfBpeSpec load_hf_bpe_spec(const std::string& path) {
   } catch (const UserError& e) {
     check.fail(e.what());
   }
+  // Ids index tables (id -> token, the model's embedding rows), so the largest is bounded by the
+  // tokens the file defines: real files number them densely from 0; twice that leaves room for
+  // holes, while an id of 2^30 in a small file would size a 32 GiB table.
+  const json& model = root["model"];
+  const json& added = root.contains("added_tokens") ? root["added_tokens"] : null;
+  const size_t vocab_entries = model.is_object() && model.contains("vocab") ? model["vocab"].size() : 0;
+  const int64_t max_id = 2 * int64_t(vocab_entries + (added.is_array() ? added.size() : 0));
   std::unordered_map<std::string, int32_t> ids;
-  read_bpe_model(root["model"], check, spec, ids);
-  read_added_tokens(root.contains("added_tokens") ? root["added_tokens"] : null, check, spec, ids);
+  read_bpe_model(model, check, max_id, spec, ids);
+  read_added_tokens(added, check, max_id, spec, ids);
   const json& post = root.contains("post_processor") ? root["post_processor"] : null;
   if (!post.is_null()) {
     const std::string post_type = check.type_of(post, "post_processor");

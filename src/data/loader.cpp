@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <map>
 
-#include <nlohmann/json.hpp>
-
 #include "common/clock.h"
 #include "common/error.h"
 #include "data/document_reader.h"
@@ -254,18 +252,13 @@ void Loader::worker_loop() {
                                                    " sequences) replaced by U+FFFD");
         }
         if (doc.format == FileFormat::kJsonl) {
-          const auto j = nlohmann::json::parse(owned, nullptr, /*allow_exceptions=*/false);
-          std::string why;
-          if (j.is_discarded()) why = "not valid JSON";
-          else if (!j.is_object()) why = "not a JSON object";
-          else if (!j.contains(o.jsonl_field)) why = "no \"" + o.jsonl_field + "\" field";
-          else if (!j[o.jsonl_field].is_string()) why = "\"" + o.jsonl_field + "\" is not a string";
-          if (!why.empty()) {
+          std::string field_text, why;
+          if (!jsonl_text(owned, o.jsonl_field, &field_text, &why)) {
             ++stats_.malformed_lines;
             report_problem(doc.file, doc.offset, "skipped malformed line: " + why);
             continue;
           }
-          owned = j[o.jsonl_field].get<std::string>();
+          owned = std::move(field_text);
           if (owned.empty()) {
             ++stats_.empty_documents;
             continue;

@@ -18,12 +18,30 @@ namespace {
 
 using CreateFn = SpmProcessor* (*)();
 
+// ASan and TSan abort on RTLD_DEEPBIND (google/sanitizers#611: a deep-bound library would call
+// libc's malloc instead of theirs), so their builds load the shim without it. The shim is then
+// isolated only while no other protobuf is in the global scope: SentencePiece works in programs
+// without LibTorch (hlp-tokenize, the data tests) and is refused beside it, where
+// libsentencepiece's protobuf 3.14 would bind to LibTorch's 3.21 and abort.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kDeepBind = false;
+#else
+constexpr bool kDeepBind = true;
+#endif
+
+bool protobuf_in_global_scope() {
+  return dlsym(RTLD_DEFAULT, "_ZN6google8protobuf8internal13VerifyVersionEiiPKc") != nullptr;
+}
+
 // Where the shim is: $HLP_SPM_SHIM, beside the executable, its ../lib, or the build tree.
 CreateFn load_shim() {
   static std::once_flag once;
   static CreateFn create = nullptr;
   static std::string tried;
+  static bool refused = false;
   std::call_once(once, [] {
+    refused = !kDeepBind && protobuf_in_global_scope();
+    if (refused) return;
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("HLP_SPM_SHIM")) candidates.push_back(env);
     char exe[4096];
@@ -38,7 +56,7 @@ CreateFn load_shim() {
     candidates.push_back(HLP_SPM_SHIM_PATH);
 #endif
     for (const auto& path : candidates) {
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | (kDeepBind ? RTLD_DEEPBIND : 0));
       if (!handle) {
         tried += " " + path;
         continue;
@@ -47,6 +65,9 @@ CreateFn load_shim() {
       if (create) return;
     }
   });
+  if (refused)
+    throw user_error("SentencePiece cannot run beside LibTorch in a sanitizer build (its shim "
+                     "needs RTLD_DEEPBIND, which ASan/TSan refuse); use a normal build");
   if (!create)
     throw user_error("SentencePiece support library libhlp_spm_shim.so not found (tried:", tried,
                      "); rebuild HLP or set HLP_SPM_SHIM to its path");

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "metrics/h5_global_heap.h"
 #include "metrics/h5_util.h"
 #include "metrics/schema.h"
 #include "metrics/trace_row.h"
@@ -12,8 +13,37 @@ namespace hlp::metrics {
 
 struct ResultReader::State {
   std::string path;
+  uint64_t file_bytes = 0;
   h5::Handle file;
   int world = 0;
+
+  // The extent of dataset `ds`, which must have `rank` dimensions. A corrupt dataspace may claim
+  // any size; HLP's writer allocates every chunk it extends (no compression), so data that would
+  // not fit in the file is refused before anything is allocated for it.
+  std::vector<hsize_t> extent(hid_t ds, int rank, uint64_t element_bytes) const {
+    h5::Handle sp = h5::space(H5Dget_space(ds), "space");
+    if (H5Sget_simple_extent_ndims(sp) != rank)
+      throw user_error("not a ", rank, "-D dataset");
+    std::vector<hsize_t> dims(size_t(rank), 0);
+    H5Sget_simple_extent_dims(sp, dims.data(), nullptr);
+    uint64_t bytes = element_bytes;
+    for (hsize_t d : dims)
+      if (__builtin_mul_overflow(bytes, uint64_t(d), &bytes) || bytes > file_bytes)
+        throw user_error("its extent claims more data than the whole file (", file_bytes, " bytes)");
+    // A compact dataset keeps its bytes in its header; libhdf5 1.10.8 copies the whole extent
+    // from there without comparing the two (an out-of-bounds read; tests/fuzz/regressions/).
+    h5::Handle dcpl = h5::plist(H5Dget_create_plist(ds), "creation list");
+    if (H5Pget_layout(dcpl) == H5D_COMPACT) {
+      h5::Handle stored = h5::type(H5Dget_type(ds), "type");
+      uint64_t stored_bytes = H5Tget_size(stored);
+      bool overflow = false;
+      for (hsize_t d : dims) overflow |= __builtin_mul_overflow(stored_bytes, uint64_t(d), &stored_bytes);
+      if (overflow || H5Dget_storage_size(ds) < stored_bytes)
+        throw user_error("a compact dataset of ", stored_bytes, " bytes stores only ",
+                         H5Dget_storage_size(ds));
+    }
+    return dims;
+  }
 
   // Wraps any HDF5-level failure with the file's name.
   template <typename F>
@@ -34,8 +64,10 @@ ResultReader::ResultReader(const std::string& path) : state_(std::make_unique<St
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw user_error("result file '", path, "' does not exist or is not a file");
+  s.file_bytes = std::filesystem::file_size(path, ec);
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw user_error("'", path, "' is not an HDF5 file (or it is truncated/corrupt)");
+  h5::check_global_heaps(path);  // before libhdf5 reads a string from them
   // No file locking for a read-only open: Lustre mounts without flock (common on clusters)
   // otherwise fail every open with "unable to lock file".
   h5::Handle fapl = h5::plist(H5Pcreate(H5P_FILE_ACCESS), "file access list");
@@ -54,14 +86,25 @@ ResultReader::ResultReader(const std::string& path) : state_(std::make_unique<St
   if (version < 1 || version > schema::kSchemaVersion)
     throw user_error("'", path, "' has HLP schema version ", version, "; this build reads 1..",
                      schema::kSchemaVersion, " (update HLP)");
-  s.world = static_cast<int>(
-      s.guarded("world size", [&] { return h5::read_attr_int(s.file, schema::kAttrWorldSize); }));
-  if (s.world < 1) throw user_error("'", path, "' has world_size ", s.world, " (corrupt file)");
+  const int64_t world =
+      s.guarded("world size", [&] { return h5::read_attr_int(s.file, schema::kAttrWorldSize); });
   // The datasets every file has from creation on: a file missing them is damaged.
   for (const char* p : {schema::kStepsGroup, schema::kStepIndex, schema::kTraceGroup}) {
     if (!h5::link_exists(s.file, p))
       throw user_error("'", path, "' has no ", p, ": damaged or not written by HLP");
   }
+  // /trace/rank<N> of every rank is created with the file: a larger world_size is corrupt (and
+  // would size per-rank tables, as hlp-analyze's).
+  const hsize_t trace_links = s.guarded(schema::kTraceGroup, [&] {
+    h5::Handle g = h5::group(H5Gopen2(s.file, schema::kTraceGroup, H5P_DEFAULT), "open");
+    H5G_info_t info;
+    h5::check_status(H5Gget_info(g, &info), "list");
+    return info.nlinks;
+  });
+  if (world < 1 || uint64_t(world) > trace_links)
+    throw user_error("'", path, "' has world_size ", world, " but ", trace_links, " datasets in ",
+                     schema::kTraceGroup, " (corrupt file)");
+  s.world = static_cast<int>(world);
 }
 
 ResultReader::~ResultReader() = default;
@@ -155,11 +198,7 @@ int64_t ResultReader::num_steps() const {
   const State& s = *state_;
   return s.guarded("/steps/step", [&] {
     h5::Handle ds = h5::dataset(H5Dopen2(s.file, schema::kStepIndex, H5P_DEFAULT), "open");
-    h5::Handle sp = h5::space(H5Dget_space(ds), "space");
-    hsize_t dims[1] = {0};
-    if (H5Sget_simple_extent_ndims(sp) != 1) throw user_error("/steps/step is not 1-D");
-    H5Sget_simple_extent_dims(sp, dims, nullptr);
-    return static_cast<int64_t>(dims[0]);
+    return static_cast<int64_t>(s.extent(ds, 1, sizeof(int64_t))[0]);
   });
 }
 
@@ -183,10 +222,7 @@ StepMatrix ResultReader::steps(const std::string& metric) const {
   const std::string p = std::string(schema::kStepsGroup) + "/" + metric;
   return s.guarded(p, [&] {
     h5::Handle ds = h5::dataset(H5Dopen2(s.file, p.c_str(), H5P_DEFAULT), "open");
-    h5::Handle sp = h5::space(H5Dget_space(ds), "space");
-    if (H5Sget_simple_extent_ndims(sp) != 2) throw user_error("not a 2-D matrix");
-    hsize_t dims[2] = {0, 0};
-    H5Sget_simple_extent_dims(sp, dims, nullptr);
+    const std::vector<hsize_t> dims = s.extent(ds, 2, sizeof(double));
     StepMatrix m;
     m.ranks = static_cast<int64_t>(dims[0]);
     m.steps = static_cast<int64_t>(dims[1]);
@@ -206,10 +242,9 @@ std::vector<TraceEvent> ResultReader::trace(int rank) const {
   return s.guarded(p, [&] {
     if (!h5::link_exists(s.file, p)) throw user_error("missing");
     h5::Handle ds = h5::dataset(H5Dopen2(s.file, p.c_str(), H5P_DEFAULT), "open");
-    h5::Handle sp = h5::space(H5Dget_space(ds), "space");
-    hsize_t dims[1] = {0};
-    H5Sget_simple_extent_dims(sp, dims, nullptr);
-    std::vector<TraceRow> rows(static_cast<size_t>(dims[0]));
+    const h5::Handle stored = h5::type(H5Dget_type(ds), "type");
+    if (!is_trace_row_type(stored)) throw user_error("not a table of trace rows");
+    std::vector<TraceRow> rows(static_cast<size_t>(s.extent(ds, 1, sizeof(TraceRow))[0]));
     h5::Handle t = make_trace_row_type();
     if (!rows.empty())
       h5::check_status(H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), "read");

@@ -42,6 +42,28 @@ h5::Handle make_trace_row_type() {
   return t;
 }
 
+bool is_trace_row_type(hid_t stored) {
+  if (H5Tget_class(stored) != H5T_COMPOUND) return false;
+  const h5::Handle expected = make_trace_row_type();
+  const int members = H5Tget_nmembers(expected);
+  const size_t row_bytes = H5Tget_size(stored);
+  if (H5Tget_nmembers(stored) != members) return false;
+  for (int i = 0; i < members; ++i) {
+    char* name = H5Tget_member_name(expected, unsigned(i));
+    const int index = H5Tget_member_index(stored, name);
+    H5free_memory(name);
+    if (index < 0) return false;
+    const h5::Handle want(H5Tget_member_type(expected, unsigned(i)), H5Tclose);
+    const h5::Handle have(H5Tget_member_type(stored, unsigned(index)), H5Tclose);
+    if (!have.valid() || H5Tget_class(have) != H5Tget_class(want) ||
+        H5Tget_size(have) != H5Tget_size(want))
+      return false;
+    const size_t offset = H5Tget_member_offset(stored, unsigned(index));
+    if (offset > row_bytes || H5Tget_size(have) > row_bytes - offset) return false;
+  }
+  return true;
+}
+
 std::vector<TraceRow> to_trace_rows(const std::vector<TraceEvent>& events) {
   std::vector<TraceRow> rows(events.size());
   for (size_t i = 0; i < events.size(); ++i) {

@@ -21,6 +21,11 @@ struct TraceRow {
 };
 
 h5::Handle make_trace_row_type();
+// True when `stored` (a /trace dataset's type) is the compound the writer makes: the same
+// members, each of the same class and size, inside the row. Checked before H5Dread converts
+// it: libhdf5 1.10.8's compound conversion reads and writes out of bounds on a corrupt member
+// layout (tests/fuzz/third_party/result_file/).
+bool is_trace_row_type(hid_t stored);
 std::vector<TraceRow> to_trace_rows(const std::vector<TraceEvent>& events);
 std::vector<TraceEvent> from_trace_rows(const std::vector<TraceRow>& rows);
 

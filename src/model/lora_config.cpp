@@ -4,8 +4,27 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace hlp::model {
+namespace {
+
+// The target regex may come from a downloaded adapter_config.json. libstdc++'s default
+// (backtracking) matcher takes exponential time on patterns such as (.*.*)*y (a hang, found by
+// fuzzing: tests/fuzz/regressions/peft_config/); its polynomial mode (a GNU extension without
+// back-references, which it rejects with regex_error) gives the same full-match answer in time
+// linear in the name. The compiler recurses per pattern character: the length is capped.
+constexpr size_t kMaxTargetsRegexBytes = 1000;
+
+std::regex targets_pattern(const std::string& text) {
+#ifdef __GLIBCXX__
+  return std::regex(text, std::regex::ECMAScript | std::regex_constants::__polynomial);
+#else
+  return std::regex(text);
+#endif
+}
+
+}  // namespace
 
 bool name_has_suffix(const std::string& name, const std::string& suffix) {
   if (name == suffix) return true;
@@ -29,7 +48,7 @@ std::vector<std::string> split_comma_list(const std::string& text) {
 bool LoraConfig::targets_module(const std::string& module_name) const {
   if (full_finetune()) return false;
   if (all_linear) return true;  // the caller only asks about projections
-  if (!targets_regex.empty()) return std::regex_match(module_name, std::regex(targets_regex));
+  if (!targets_regex.empty()) return std::regex_match(module_name, targets_pattern(targets_regex));
   for (const auto& t : targets)
     if (name_has_suffix(module_name, t)) return true;
   return false;
@@ -59,10 +78,14 @@ void LoraConfig::validate() const {
     throw user_error("--lora-targets is empty: name modules such as q_proj,v_proj, "
                      "or give re:REGEX or all-linear");
   if (!targets_regex.empty()) {
+    if (targets_regex.size() > kMaxTargetsRegexBytes)
+      throw user_error("--lora-targets re:", printable(targets_regex), " is longer than ",
+                       kMaxTargetsRegexBytes, " bytes");
     try {
-      std::regex check(targets_regex);
+      targets_pattern(targets_regex);
     } catch (const std::regex_error& e) {
-      throw user_error("--lora-targets re:", targets_regex, " is not a valid regex: ", e.what());
+      throw user_error("--lora-targets re:", printable(targets_regex), " is not a valid regex: ",
+                       e.what());
     }
   }
 }

@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -16,12 +15,6 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // "a, b, c and 12 more"; the items are tensor and file names read from the checkpoint.
@@ -60,16 +53,11 @@ HfCheckpoint::HfCheckpoint(const std::string& path) : path_(path) {
   }
   std::map<std::string, std::string> index_map;  // tensor -> shard file (sharded checkpoints)
   if (!index.empty()) {
-    std::ifstream in(index);
+    std::ifstream in(index, std::ios::binary);
     if (!in) throw user_error("cannot read '", index, "'");
-    nlohmann::json j;
-    try {
-      in >> j;
-      for (auto& [tensor, file] : j.at("weight_map").items()) index_map[tensor] = file.get<std::string>();
-    } catch (const std::exception& e) {
-      throw user_error("'", index, "' is not a safetensors index (needs a \"weight_map\" of "
-                       "tensor -> file): ", printable(e.what()));
-    }
+    std::stringstream text;
+    text << in.rdbuf();
+    index_map = parse_safetensors_index(text.str(), index);
     std::set<std::string> shards;
     for (const auto& [tensor, file] : index_map) shards.insert(file);
     std::vector<std::string> missing;

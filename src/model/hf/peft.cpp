@@ -6,7 +6,6 @@
 #include <set>
 
 #include "common/error.h"
-#include "common/printable.h"
 #include "model/accounting.h"
 #include "model/hf/names.h"
 
@@ -80,50 +79,6 @@ void write_peft_adapter(const std::string& dir, const std::map<std::string, torc
   if (!out) throw user_error("--save-adapter: cannot write '", dir, "/adapter_config.json'");
   out.close();
   fs::rename(dir + "/adapter_config.json.tmp", dir + "/adapter_config.json");
-}
-
-LoraConfig read_peft_config(const std::string& dir, const LoraConfig& base) {
-  const std::string file = dir + "/adapter_config.json";
-  std::ifstream in(file);
-  if (!in) throw user_error("--load-adapter: cannot read '", file, "'");
-  json j;
-  try {
-    in >> j;
-  } catch (const json::exception& e) {
-    throw user_error("--load-adapter: '", file, "' is not JSON: ", printable(e.what()));
-  }
-  auto fail = [&](const std::string& what) {
-    return user_error("--load-adapter: '", file, "': ", what, " is not implemented by HLP");
-  };
-  if (j.value("peft_type", std::string()) != "LORA") throw fail("peft_type other than LORA");
-  if (j.contains("bias") && j["bias"].is_string() && j["bias"] != "none")
-    throw fail("bias " + printable(j["bias"].dump()));
-  if (j.value("fan_in_fan_out", false)) throw fail("fan_in_fan_out");
-  if (j.value("use_dora", false)) throw fail("use_dora");
-  if (j.value("use_rslora", false)) throw fail("use_rslora (scale alpha / sqrt r)");
-  for (const char* key : {"rank_pattern", "alpha_pattern"})
-    if (j.contains(key) && j[key].is_object() && !j[key].empty()) throw fail(key);
-  LoraConfig lora = base;
-  try {
-    lora.rank = j.at("r").get<int64_t>();
-    lora.alpha = j.at("lora_alpha").get<double>();
-    lora.dropout = j.value("lora_dropout", 0.0);
-    const json& t = j.at("target_modules");
-    lora.targets_regex.clear();
-    lora.all_linear = false;
-    if (t.is_string()) {
-      const auto s = t.get<std::string>();
-      if (s == "all-linear") lora.all_linear = true;
-      else lora.targets_regex = s;  // PEFT: a string is a full-match regex (on HF names)
-    } else {
-      lora.targets = t.get<std::vector<std::string>>();
-    }
-  } catch (const json::exception& e) {
-    throw user_error("--load-adapter: '", file, "' lacks r / lora_alpha / target_modules: ",
-                     printable(e.what()));
-  }
-  lora.validate();
-  return lora;
 }
 
 }  // namespace hlp::model::hf

@@ -14,6 +14,7 @@
 
 #include "model/config.h"
 #include "model/hf/checkpoint.h"
+#include "model/hf/peft_config.h"  // read_peft_config
 #include "model/lora_config.h"
 
 namespace hlp::model::hf {
@@ -30,10 +31,5 @@ std::vector<std::string> ignorable_base_tensors(const ModelConfig& config);
 void write_peft_adapter(const std::string& dir, const std::map<std::string, torch::Tensor>& adapters,
                         const ModelConfig& config, const LoraConfig& lora,
                         const std::string& base_model_name_or_path);
-
-// Reads DIR/adapter_config.json: r, lora_alpha, lora_dropout, target_modules into a LoraConfig
-// (modules_to_save of `base` kept). Throws UserError for peft_type other than LORA, biases,
-// fan_in_fan_out, DoRA or rank patterns (not implemented).
-LoraConfig read_peft_config(const std::string& dir, const LoraConfig& base);
 
 }  // namespace hlp::model::hf

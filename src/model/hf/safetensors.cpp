@@ -38,23 +38,7 @@ int64_t Region::numel() const {
   return n;
 }
 
-int64_t safetensors_dtype_size(const std::string& d) {
-  if (d == "F64" || d == "I64" || d == "U64") return 8;
-  if (d == "F32" || d == "I32" || d == "U32") return 4;
-  if (d == "BF16" || d == "F16" || d == "I16" || d == "U16") return 2;
-  if (d == "BOOL" || d == "U8" || d == "I8" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
-  return 0;
-}
-
 namespace {
-
-constexpr uint64_t kMaxHeaderBytes = 100000000;  // upstream's cap
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // Converts `count` stored elements at `src` to float32 at `dst`.
 void to_float(const std::string& dtype, const uint8_t* src, float* dst, int64_t count) {
@@ -108,83 +92,10 @@ void SafetensorsFile::open_and_validate() {
   if (m == MAP_FAILED) throw user_error("cannot map '", path, "': ", std::strerror(errno));
   map_ = static_cast<const uint8_t*>(m);
 
-  uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | map_[i];  // little-endian
-  if (header_bytes > kMaxHeaderBytes)
-    throw user_error("safetensors file '", path, "' has a corrupted header: header length ",
-                     header_bytes, " exceeds the format's limit of ", kMaxHeaderBytes, " bytes");
-  if (8 + header_bytes > map_bytes_)
-    throw user_error("safetensors file '", path, "' is truncated: the header needs ",
-                     8 + header_bytes, " bytes, the file has ", map_bytes_);
-  data_start_ = 8 + size_t(header_bytes);
-  const size_t data_bytes = map_bytes_ - data_start_;
-
-  json header;
-  try {
-    header = json::parse(map_ + 8, map_ + data_start_);
-  } catch (const json::exception& e) {
-    // nlohmann quotes the bytes it last read: they may be anything (printable()).
-    throw user_error("safetensors file '", path, "' has a corrupted header (not JSON: ",
-                     printable(e.what()), ")");
-  }
-  if (!header.is_object())
-    throw user_error("safetensors file '", path, "' has a corrupted header (not a JSON object)");
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
-  for (auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      if (value.is_object())
-        for (auto& [k, v] : value.items())
-          if (v.is_string()) metadata_[k] = v.get<std::string>();
-      continue;
-    }
-    TensorEntry e;
-    try {
-      e.dtype = value.at("dtype").get<std::string>();
-      e.shape = value.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = value.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2) throw std::runtime_error("data_offsets needs two numbers");
-      e.begin = offsets[0];
-      e.end = offsets[1];
-    } catch (const std::exception& ex) {
-      throw user_error("safetensors file '", path, "' has a corrupted header: entry '",
-                       printable(name), "': ", printable(ex.what()));
-    }
-    const int64_t elem = safetensors_dtype_size(e.dtype);
-    if (elem == 0)
-      throw user_error("safetensors file '", path, "': '", printable(name), "' has unknown dtype '",
-                       printable(e.dtype), "'");
-    // Checked: a hostile shape must not wrap around to the byte count of its data_offsets.
-    int64_t bytes = elem;
-    for (int64_t s : e.shape) {
-      if (s < 0)
-        throw user_error("safetensors file '", path, "' has a corrupted header: '", printable(name),
-                         "' has a negative dimension in shape ", shape_text(e.shape));
-      if (__builtin_mul_overflow(bytes, s, &bytes))
-        throw user_error("safetensors file '", path, "' has a corrupted header: '", printable(name),
-                         "' has shape ", shape_text(e.shape), ", over 2^63 bytes");
-    }
-    if (e.end < e.begin || e.end - e.begin != uint64_t(bytes))
-      throw user_error("safetensors file '", path, "' has a corrupted header: '", printable(name),
-                       "' (", e.dtype, " ", shape_text(e.shape), ") needs ", bytes,
-                       " bytes but data_offsets span [", e.begin, ", ", e.end, ")");
-    if (e.end > data_bytes)
-      throw user_error("safetensors file '", path, "' is truncated: '", printable(name),
-                       "' ends at data byte ", e.end, " but the file holds only ", data_bytes,
-                       " data bytes");
-    spans.emplace_back(e.begin, e.end);
-    entries_.emplace(name, std::move(e));
-  }
-  std::sort(spans.begin(), spans.end());
-  uint64_t expected = 0;
-  for (const auto& [b, e] : spans) {
-    if (b != expected)
-      throw user_error("safetensors file '", path, "' has a corrupted header: tensor data ",
-                       b < expected ? "overlaps" : "has a gap", " at data byte ", b);
-    expected = e;
-  }
-  if (expected != data_bytes)
-    throw user_error("safetensors file '", path, "' has ", data_bytes - expected,
-                     " bytes after the last tensor (corrupted header or wrong file)");
+  SafetensorsHeader header = parse_safetensors_header(map_, map_bytes_, path);
+  data_start_ = header.data_start;
+  entries_ = std::move(header.entries);
+  metadata_ = std::move(header.metadata);
 }
 
 SafetensorsFile::~SafetensorsFile() {

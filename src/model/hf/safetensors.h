@@ -1,10 +1,6 @@
 #pragma once
-// safetensors files, read and written by HLP itself (no Python, no third-party reader).
-//
-// Format (REFERENCE.md §7): u64 little-endian header length N, N bytes of JSON (may end in
-// spaces), then the raw data. Header entries: "name": {"dtype": "BF16"|"F16"|"F32"|...,
-// "shape": [...], "data_offsets": [begin, end]} relative to the data start, optional
-// "__metadata__" (string -> string). Row-major, no strides.
+// safetensors files, read and written by HLP itself (no Python, no third-party reader). The
+// format and its validation: safetensors_header.h.
 //
 // SafetensorsFile memory-maps the file and validates the header completely at open (offsets
 // inside the file, sizes = numel x dtype size, no overlaps, data ends at the file's end): a
@@ -19,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/hf/safetensors_header.h"
+
 namespace hlp::model::hf {
 
 // A hyper-rectangle of a tensor: per dimension [begin, begin + size).
@@ -30,12 +28,6 @@ struct Region {
   Region narrowed(int64_t dim, int64_t start, int64_t length) const;
   int64_t numel() const;
   bool operator==(const Region& o) const { return begin == o.begin && size == o.size; }
-};
-
-struct TensorEntry {
-  std::string dtype;  // safetensors spelling: "F32", "BF16", "F16", ...
-  std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;  // byte offsets relative to the data start
 };
 
 class SafetensorsFile {
@@ -70,9 +62,6 @@ class SafetensorsFile {
   std::map<std::string, TensorEntry> entries_;
   std::map<std::string, std::string> metadata_;
 };
-
-// Bytes per element of a safetensors dtype, or 0 for one HLP does not read.
-int64_t safetensors_dtype_size(const std::string& dtype);
 
 // Writes `tensors` (name, contiguous CPU tensor of float32 / bfloat16 / float16 / int64) in
 // name order, with optional __metadata__. Writes to PATH.tmp then renames.
