@@ -4,6 +4,8 @@
 #   make deps   apt-get install every Debian package HLP needs (only what is missing)
 #   make test-debian13 / test-debian13-cuda   the suite on Debian 13 / LibTorch 2.6 (CPU / CUDA)
 #   make bench  build and run the benchmarks (communication, data, model, strategies)
+#   make sanitize / sanitize-thread   ASan+UBSan (whole suite) / TSan (threaded modules); not in `make test`
+#   make fuzz   libFuzzer on every parser of downloaded files (FUZZ_SECONDS each); not in `make test`
 SHELL := /bin/bash
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
@@ -27,7 +29,7 @@ export CCACHE_MAXSIZE := 5G
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps build build-run test run bench clean torch2-check gpu-bundle gpu-check \
-  test-debian13 test-debian13-cuda
+  test-debian13 test-debian13-cuda sanitize sanitize-thread fuzz
 
 all: build
 
@@ -75,6 +77,66 @@ bench: deps
 	OPENBLAS_NUM_THREADS=1 $(BUILD_DIR)/bin/hlp-bench-attention --threads 1 --lengths 1024,2048,4096,8192
 	bench/train/run_strategies.sh $(BUILD_DIR) $(BUILD_DIR)/bench-train
 	bench/train/run_pipeline.sh $(BUILD_DIR) $(BUILD_DIR)/bench-pipeline 2 4
+
+# Sanitizer builds (README "Sanitizers"), each in its own build directory, with gcc's runtimes
+# (libasan8, libubsan1, libtsan2: build-essential brings them):
+#   make sanitize                     ASan + UBSan (build/asan): every target, the whole suite but
+#                                     the tests in tests/sanitize/asan-exclude.txt
+#   make sanitize SANITIZER=thread    TSan (build/tsan): the threaded modules' tests only (labels
+#   make sanitize-thread              comm, data, metrics) but tests/sanitize/tsan-exclude.txt
+# The *_OPTIONS are exported so that every process inherits them: ranks under mpiexec, binaries
+# that test scripts run. Nothing is preloaded, so Python interpreters stay uninstrumented.
+# Suppressions name third-party libraries only (tests/sanitize/*.supp).
+SANITIZER ?= address,undefined
+space := $(subst ,, )
+SANITIZE_DIR := $(CURDIR)/tests/sanitize
+ifeq ($(SANITIZER),thread)
+SANITIZE_BUILD_DIR ?= build/tsan
+SANITIZE_MODULES := comm data metrics
+# The targets of their test folders, and of src/comm (comm_nccl_probe runs hlp-nccl-probe).
+SANITIZE_BUILD = for d in $(addprefix tests/,$(SANITIZE_MODULES)) src/comm; do \
+	  $(MAKE) -C $(SANITIZE_BUILD_DIR)/$$d -j $(JOBS) all || exit 1; done
+SANITIZE_SELECT := -L '^($(subst $(space),|,$(SANITIZE_MODULES)))$$' \
+  -E "$$($(CURDIR)/tools/sanitize-tests.sh $(SANITIZE_DIR)/tsan-exclude.txt)"
+sanitize: export TSAN_OPTIONS := halt_on_error=1 second_deadlock_stack=1 \
+  suppressions=$(SANITIZE_DIR)/tsan.supp
+# MPICH's UCX hooks madvise (libucm); glibc calls it on a thread's stack after TSan has let go of
+# the thread, and the hook's rwlock then crashes TSan's interceptor (SIGSEGV in every MPI test).
+sanitize: export UCX_MEM_MMAP_HOOK_MODE := none
+else
+SANITIZE_BUILD_DIR ?= build/asan
+SANITIZE_BUILD = cmake --build $(SANITIZE_BUILD_DIR) -j $(JOBS)
+SANITIZE_SELECT := -E "$$($(CURDIR)/tools/sanitize-tests.sh $(SANITIZE_DIR)/asan-exclude.txt)"
+sanitize: export ASAN_OPTIONS := detect_leaks=1 check_initialization_order=1 strict_init_order=1 \
+  detect_stack_use_after_return=1 suppressions=$(SANITIZE_DIR)/asan.supp
+sanitize: export LSAN_OPTIONS := suppressions=$(SANITIZE_DIR)/lsan.supp print_suppressions=0
+sanitize: export UBSAN_OPTIONS := print_stacktrace=1 halt_on_error=1 \
+  suppressions=$(SANITIZE_DIR)/ubsan.supp
+endif
+
+sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DHLP_SANITIZE=$(SANITIZER) $(CMAKE_FLAGS)
+	$(SANITIZE_BUILD)
+	cd $(SANITIZE_BUILD_DIR) && ctest --output-on-failure -j 1 $(SANITIZE_SELECT) $(CTEST_FLAGS)
+
+sanitize-thread:
+	$(MAKE) sanitize SANITIZER=thread
+
+# Fuzzing (tests/fuzz/README.md): the parsers of files HLP takes from the internet
+# (safetensors, config.json, tokenizer.json, corpus files, INI files, result files) under
+# libFuzzer + ASan + UBSan, built with clang in $(FUZZ_BUILD_DIR). Each target runs FUZZ_SECONDS
+# on its corpus ($(FUZZ_BUILD_DIR)/corpus/<target>, seeded from tests/fuzz/corpus/) and prints
+# executions, exec/s, corpus size and crashes; a crash fails with the input's path.
+#   make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="safetensors hf_config"
+# `make test` only replays the seeds and tests/fuzz/regressions/ (ctest fuzz_replay_<target>).
+FUZZ_BUILD_DIR ?= build/fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz: DEB_PACKAGES += clang-14 libclang-rt-14-dev
+fuzz: deps
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DHLP_FUZZ=ON -DHLP_WITH_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target hlp_fuzzers
+	tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Developer checks of the GPU path (not part of `make test`):
 #   torch2-check  every LibTorch translation unit against LibTorch 2.6 + CUDA headers (Debian

@@ -173,18 +173,19 @@ TEST_CASE("data: qwen3 BPE ids do not depend on the thread or its cache", "[data
   const auto docs = sample_documents();
   std::vector<std::vector<int32_t>> serial(docs.size());
   for (size_t i = 0; i < docs.size(); ++i) serial[i] = encode(tok, docs[i]);
-  std::vector<std::vector<int32_t>> parallel(docs.size());
+  // Each thread keeps its own ids; they are checked after the join (Catch's assertions are not
+  // thread-safe: TSan caught a REQUIRE here racing with itself).
+  std::vector<std::vector<std::vector<int32_t>>> parallel(3, serial);
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&, t] {  // each thread its own order, so caches fill differently
       for (size_t k = 0; k < docs.size(); ++k) {
         const size_t i = t == 1 ? docs.size() - 1 - k : (k * 7 + size_t(t)) % docs.size();
-        auto ids = encode(tok, docs[i]);
-        if (t == 0) parallel[i] = std::move(ids); else REQUIRE(ids == serial[i]);
+        parallel[size_t(t)][i] = encode(tok, docs[i]);
       }
     });
   for (auto& th : threads) th.join();
-  REQUIRE(parallel == serial);
+  for (const auto& ids : parallel) REQUIRE(ids == serial);
 }
 
 TEST_CASE("data: loader batches with tokenizer.json are identical for 1 and 3 loader threads", "[data][tokenizer][bpe][loader]") {

@@ -118,7 +118,7 @@ TEST_CASE("held bytes equal the closed form", "[memory]") {
   }
 }
 
-TEST_CASE("training with the SentencePiece tokenizer runs beside LibTorch", "[data]") {
+TEST_CASE("training with the SentencePiece tokenizer runs beside LibTorch", "[data][sentencepiece]") {
   // libsentencepiece and LibTorch carry different protobuf copies; the shim keeps them apart.
   auto c = test::tiny_config("ddp", 8);
   c.tokenizer = test::source_dir() + "/datasets/sample/spm.model";
