@@ -175,7 +175,8 @@ TEST_CASE("data: qwen3 BPE ids do not depend on the thread or its cache", "[data
   for (size_t i = 0; i < docs.size(); ++i) serial[i] = encode(tok, docs[i]);
   // Each thread keeps its own ids; they are checked after the join (Catch's assertions are not
   // thread-safe: TSan caught a REQUIRE here racing with itself).
-  std::vector<std::vector<std::vector<int32_t>>> parallel(3, serial);
+  // Empty until a thread fills them, so an index a thread misses fails the check.
+  std::vector<std::vector<std::vector<int32_t>>> parallel(3, decltype(serial)(docs.size()));
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&, t] {  // each thread its own order, so caches fill differently
