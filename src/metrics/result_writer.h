@@ -14,9 +14,9 @@
 // Crash safety: the file is created with complete = 0 and flushed (H5Fflush) after every K
 // steps, so a job killed with SIGKILL leaves a readable file holding every flushed step.
 // Disk full and I/O errors: each flush writes and flushes the steps before the trace; every
-// rank agrees on each write's outcome. Out of space, the writer frees its reserve (PATH.reserve,
-// WriterOptions::reserve), drops the trace and goes on with the steps; a failure after that, or
-// any other I/O error, throws hlp::IoError on every rank naming the file and the OS reason, and
+// rank agrees on the outcome of each batch of writes. Out of space, the writer frees its reserve
+// (PATH.reserve, WriterOptions::reserve_bytes), drops the trace and goes on with the steps; a
+// failure after that, or any other I/O error, throws hlp::IoError on every rank naming the file and the OS reason, and
 // the file stays as its last successful flush left it (readable, complete = 0).
 // Errors (bad path, unknown metric, ranks out of step) throw hlp::UserError on every rank.
 #include <mpi.h>
