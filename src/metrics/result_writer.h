@@ -17,7 +17,8 @@
 // rank agrees on the outcome of each batch of writes. Out of space, the writer frees its reserve
 // (PATH.reserve, WriterOptions::reserve_bytes), drops the trace and goes on with the steps; a
 // failure after that, or any other I/O error, throws hlp::IoError on every rank naming the file
-// and the OS reason, and the file stays as its last successful flush left it (readable, complete = 0).
+// and the OS reason, and the file stays as its last successful flush left it (readable,
+// complete = 0).
 // Errors (bad path, unknown metric, ranks out of step) throw hlp::UserError on every rank.
 #include <mpi.h>
 
