@@ -231,25 +231,38 @@ double shown_bubble(const ConfigRow& r, bool* from_trace) {
   return *from_trace ? r.bubble_fraction_trace : r.bubble_fraction;
 }
 
+// The pipeline a bubble series is about: "p=2 1f1b", "p=2 interleaved V=2", "p=4 zb-h1".
+std::string schedule_series_name(const ConfigRow& r) {
+  std::string name = "p=" + r.value("pp") + " " + r.value("pp_schedule");
+  const std::string v = r.value("pp_virtual");
+  if (r.value("pp_schedule") == "interleaved" && !v.empty() && v != "-") name += " V=" + v;
+  return name;
+}
+
 Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
   Figure fig = make_figure("pipeline_bubble", "Pipeline bubble vs micro-batches",
-             "Pipeline bubble against the number of micro-batches m for each stage count p: "
-             "points are measured from the trace events (idle share of the step's pipeline "
-             "window, mean over stages and steps after warm-up; definition in "
-             "analysis/README.md), lines the theory (p-1)/(m+p-1).");
-  // p -> m -> bubble, apart for rows measured from the trace and rows without a trace
-  std::map<int64_t, std::map<double, double>> traced, untraced;
+             "Pipeline bubble against the number of micro-batches m for each stage count p and "
+             "schedule: points are measured from the trace events (idle share of the step's "
+             "pipeline window, mean over stages and steps after warm-up; definition in "
+             "analysis/README.md), dashed lines each schedule's own theory (docs/strategies.md: "
+             "(p-1)/(m+p-1) for gpipe and 1f1b, divided by V for interleaved, zero bubble's "
+             "(p-1)(F+B-W) at the run's measured F, B and W).");
+  // series -> m -> bubble, apart for rows measured from the trace and rows without a trace;
+  // series -> m -> the row's theory
+  std::map<std::string, std::map<double, double>> traced, untraced, theory;
   std::vector<std::string> fallbacks;
   for (const auto& r : rows) {
     const int64_t p = r.config_int("pp"), m = r.config_int("micro_batches");
     bool from_trace = false;
     const double b = shown_bubble(r, &from_trace);
     if (p <= 1 || m <= 0 || std::isnan(b)) continue;
+    const std::string name = schedule_series_name(r);
     if (from_trace) {
-      traced[p].emplace(double(m), b);
-    } else if (untraced[p].emplace(double(m), b).second) {
-      fallbacks.push_back("p=" + std::to_string(p) + " m=" + std::to_string(m));
+      traced[name].emplace(double(m), b);
+    } else if (untraced[name].emplace(double(m), b).second) {
+      fallbacks.push_back(name + " m=" + std::to_string(m));
     }
+    if (!std::isnan(r.bubble_fraction_theory)) theory[name].emplace(double(m), r.bubble_fraction_theory);
   }
   if (traced.empty() && untraced.empty()) {
     fig.skip_reason = "no pipeline run (pp > 1 with /pipeline or a trace) among the inputs";
@@ -261,37 +274,41 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
     fig.sentence += ") are drawn with the pipeline strategy's in-process value (step wall time "
                     "minus forward and backward per stage) as open markers.";
   }
-  std::set<int64_t> stage_counts;
+  std::set<std::string> names;
   double max_m = 1.0;
   std::vector<Series> series;
-  std::vector<bool> series_traced;
-  std::vector<int64_t> series_p;
-  for (const auto* by_p : {&traced, &untraced})
-    for (const auto& [p, pts] : *by_p) {
-      stage_counts.insert(p);
+  enum class Kind { traced, untraced, theory };
+  std::vector<Kind> kinds;
+  std::vector<std::string> series_of;
+  for (const auto* by_name : {&traced, &untraced, &theory})
+    for (const auto& [name, pts] : *by_name) {
+      const Kind kind = by_name == &traced ? Kind::traced
+                        : by_name == &untraced ? Kind::untraced : Kind::theory;
+      names.insert(name);
       max_m = std::max(max_m, pts.rbegin()->first);
-      const bool t = by_p == &traced;
-      series.push_back({"p=" + std::to_string(p) + (t ? " trace" : " in-process (no trace)"),
+      series.push_back({name + (kind == Kind::traced     ? " trace"
+                                : kind == Kind::untraced ? " in-process (no trace)"
+                                                         : " theory"),
                         {pts.begin(), pts.end()}});
-      series_traced.push_back(t);
-      series_p.push_back(p);
+      kinds.push_back(kind);
+      series_of.push_back(name);
     }
   write_series(dir + "/pipeline_bubble.dat", series, "micro_batches  bubble_fraction", false);
-  // One colour per stage count: its points (filled: trace, open: in-process) and theory line.
-  std::map<int64_t, size_t> colour;
-  for (int64_t p : stage_counts) colour.emplace(p, colour.size() + 1);
+  // One colour per pipeline (p, schedule, V): its points (filled: trace, open: in-process) and
+  // its theory as a dashed line through the theory at each m.
+  std::map<std::string, size_t> colour;
+  for (const auto& name : names) colour.emplace(name, colour.size() + 1);
   std::ostringstream body;
   body << "set title 'Pipeline bubble vs micro-batches'\nset xlabel 'micro-batches m'\n"
        << "set ylabel 'bubble fraction of the step'\nset yrange [0:1]\n"
-       << "set xrange [0.5:" << num(max_m + 0.5) << "]\nset samples 200\nplot ";
+       << "set key outside right\nset xrange [0.5:" << num(max_m + 0.5) << "]\nplot ";
   for (size_t i = 0; i < series.size(); ++i) {
-    body << (i ? ", \\\n     " : "") << "'pipeline_bubble.dat' index " << i
-         << " using 1:2 with points pt " << (series_traced[i] ? 7 : 6) << " ps 1.8 lc "
-         << colour[series_p[i]] << " title " << gp_quote(series[i].name);
+    body << (i ? ", \\\n     " : "") << "'pipeline_bubble.dat' index " << i << " using 1:2 with "
+         << (kinds[i] == Kind::theory ? std::string("lines dt 2 lw 2")
+                                      : "points pt " + std::string(kinds[i] == Kind::traced ? "7" : "6") +
+                                            " ps 1.8")
+         << " lc " << colour[series_of[i]] << " title " << gp_quote(series[i].name);
   }
-  for (int64_t p : stage_counts)
-    body << ", \\\n     (" << p - 1 << ".0/(x+" << p - 1 << ")) with lines dt 2 lw 2 lc "
-         << colour[p] << " title 'theory (p-1)/(m+p-1), p=" << p << "'";
   write_gnuplot_script(dir, "pipeline_bubble", body.str());
   fig.has_data = true;
   return fig;

@@ -179,9 +179,11 @@ RunData load_one(const std::string& path) {
     c["pp_split"] = pipeline && !pipeline->split.empty() ? pipeline->split : ini_value(ini, "pp-split");
     c["pp_schedule"] =
         pipeline && !pipeline->schedule.empty() ? pipeline->schedule : ini_value(ini, "pp-schedule");
+    c["pp_virtual"] = std::to_string(pipeline ? pipeline->virtual_chunks : 1);
   } else {
     c["pp_split"] = "-";
     c["pp_schedule"] = "-";
+    c["pp_virtual"] = "-";
   }
   c["precision"] = ini_value(ini, "precision");
   c["act_ckpt"] = ini_value(ini, "activation-checkpointing");

@@ -13,7 +13,10 @@ namespace {
 using Intervals = std::vector<std::pair<double, double>>;
 
 bool is_stage_compute(const metrics::TraceEvent& e) {
-  return e.lane == metrics::Lane::Compute && (e.name == "forward" || e.name == "backward");
+  // zb-h1 splits a backward into backward_input (B) and backward_weight (W)
+  return e.lane == metrics::Lane::Compute &&
+         (e.name == "forward" || e.name == "backward" || e.name == "backward_input" ||
+          e.name == "backward_weight");
 }
 
 }  // namespace

@@ -44,7 +44,8 @@ const std::vector<TrainOption>& train_options() {
       {"threads", K::integer, {}, "th"},
       // pipeline
       {"pp-split", K::text, {}, "split-"},
-      {"pp-schedule", K::choice, {"gpipe", "1f1b"}, ""},
+      {"pp-schedule", K::choice, {"gpipe", "1f1b", "interleaved", "zb-h1"}, ""},
+      {"pp-virtual", K::integer, {}, "v"},
       {"micro-batches", K::integer, {}, "m"},
       // communication, run details (src/cli/options.cpp)
       {"bucket-mb", K::number, {}, "bucket"},

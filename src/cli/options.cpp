@@ -92,7 +92,13 @@ void describe(OptionTable& t, Descriptions& d) {
         "pipeline stage split: uniform (layer count) | params (trainable parameter count, as "
         "DeepSpeed) | balanced (per-layer cost model) | profiled (per-layer-kind times measured "
         "at start) | L0,L1,... (first layer of each stage)");
-  t.add(par, "pp-schedule", &C::pp_schedule, "pipeline schedule: gpipe | 1f1b");
+  t.add(par, "pp-schedule", &C::pp_schedule,
+        "pipeline schedule: gpipe | 1f1b | interleaved (Megatron's interleaved 1F1B, needs "
+        "--pp-virtual) | zb-h1 (zero bubble H1: backward split into input- and weight-gradient "
+        "passes, W deferred into the bubble)");
+  t.add(par, "pp-virtual", &C::pp_virtual,
+        "model chunks per pipeline stage for --pp-schedule interleaved (V >= 2; the split "
+        "applies to the pp x V chunks; micro-batches a multiple of --pp)");
   t.add(par, "micro-batches", &C::micro_batches,
         "micro-batches per step per data-parallel rank (M); 0 = global-batch / (dp * micro-batch)");
   t.add(par, "bucket-mb", &C::bucket_mb, "DDP gradient bucket size in MiB");
@@ -230,7 +236,8 @@ void require_positive(const char* name, long long v) {
 
 void validate(const train::TrainConfig& c) {
   require_choice("strategy", c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp"});
-  require_choice("pp-schedule", c.pp_schedule, {"gpipe", "1f1b"});
+  require_choice("pp-schedule", c.pp_schedule, {"gpipe", "1f1b", "interleaved", "zb-h1"});
+  require_positive("pp-virtual", c.pp_virtual);
   require_choice("gdn-mode", c.gdn_mode, {"chunked", "recurrent"});
   require_choice("kernels", c.kernels, {"fused", "reference"});
   require_choice("attn-impl", c.attn_impl, {"auto", "naive", "blocked", "sdpa"});

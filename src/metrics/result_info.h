@@ -56,13 +56,14 @@ struct ModelInfo {
 };
 
 struct PipelineInfo {
-  std::vector<int64_t> stage_first_layer;     // [pp]: first layer index of each stage
+  std::vector<int64_t> stage_first_layer;     // [pp V]: first block of each virtual stage
   std::vector<double> stage_cost;             // [pp]: predicted cost (model units)
   std::vector<double> stage_cost_measured_s;  // [pp]: measured seconds per step (may be empty)
   std::vector<double> stage_cpu_measured_s;   // [pp]: compute-thread CPU seconds per step (may be empty)
   double bubble_fraction = 0.0;               // measured idle fraction of wall time
-  double bubble_fraction_theory = 0.0;        // (p - 1) / (m + p - 1)
-  std::string schedule;                       // "gpipe" | "1f1b"
+  double bubble_fraction_theory = 0.0;        // the schedule's theory (bubble_theory)
+  std::string schedule;                       // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
+  int64_t virtual_chunks = 1;                 // V: model chunks per stage
   std::string split;                          // "uniform" | "params" | "balanced" | "L0,L1,..."
   int64_t micro_batches = 0;
 };

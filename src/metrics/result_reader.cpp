@@ -287,6 +287,8 @@ std::optional<PipelineInfo> ResultReader::pipeline() const {
     p.schedule = h5::read_attr_string(g, schema::kSchedule);
     p.split = h5::read_attr_string(g, schema::kSplit);
     p.micro_batches = h5::read_attr_int(g, schema::kMicroBatches);
+    if (h5::has_attr(g, schema::kVirtualChunks))  // files before 2026-11-25 lack it (V = 1)
+      p.virtual_chunks = h5::read_attr_int(g, schema::kVirtualChunks);
     return std::optional<PipelineInfo>(std::move(p));
   });
 }

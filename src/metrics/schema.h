@@ -142,13 +142,16 @@ inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [worl
 
 // ---- /pipeline: attributes (pipeline runs only) --------------------------------------------------
 inline constexpr const char* kPipelineGroup = "/pipeline";
-inline constexpr const char* kStageFirstLayer = "stage_first_layer";    // int64 [pp]
+inline constexpr const char* kStageFirstLayer = "stage_first_layer";    // int64 [pp x V]
 inline constexpr const char* kStageCost = "stage_cost";                 // float64 [pp], predicted
 inline constexpr const char* kStageCostMeasured = "stage_cost_measured_s";  // float64 [pp]
 inline constexpr const char* kStageCpuMeasured = "stage_cpu_measured_s";    // float64 [pp]
 inline constexpr const char* kBubbleFraction = "bubble_fraction";       // float64, measured
-inline constexpr const char* kBubbleFractionTheory = "bubble_fraction_theory";  // (p-1)/(m+p-1)
-inline constexpr const char* kSchedule = "schedule";                    // string gpipe|1f1b
+// The schedule's closed-form bubble (pipeline_schedule.h bubble_theory) at the measured F/B/W.
+inline constexpr const char* kBubbleFractionTheory = "bubble_fraction_theory";
+inline constexpr const char* kSchedule = "schedule";  // string gpipe|1f1b|interleaved|zb-h1
+// int64 V: model chunks per stage (--pp-virtual); absent in files before 2026-11-25 (V = 1)
+inline constexpr const char* kVirtualChunks = "virtual_chunks";
 inline constexpr const char* kSplit = "split";                          // string
 inline constexpr const char* kMicroBatches = "micro_batches";           // int64
 

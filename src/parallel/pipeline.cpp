@@ -1,5 +1,5 @@
 // PipelineStrategy: building the stage, its gradients and their reductions, and the per-stage
-// records. The schedules themselves are in pipeline_schedule.cpp.
+// records. The schedule tables are in pipeline_schedule.cpp, their execution in pipeline_run.cpp.
 #include "parallel/pipeline.h"
 
 #include <cmath>
@@ -18,43 +18,63 @@ namespace hlp::parallel {
 PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     : options_(options), mesh_(options.mesh) {
   if (!mesh_) throw std::logic_error("PipelineStrategy needs StrategyOptions::mesh");
-  if (options_.pp_schedule != "gpipe" && options_.pp_schedule != "1f1b")
-    throw user_error("--pp-schedule: unknown value '", options_.pp_schedule,
-                     "'; choose gpipe or 1f1b");
   stage_ = mesh_->coord().pp;
   stages_ = mesh_->shape().pp;
+  chunks_ = std::max(1, options_.pp_virtual);
+  {  // the table's own checks, at a micro-batch count it accepts (the step checks the real one)
+    PipeSpec spec = schedule_spec(stages_);
+    validate_schedule(spec);
+  }
+  if (schedule_spec(1).splits_backward() && options_.model.activation_checkpointing)
+    throw user_error("--pp-schedule ", options_.pp_schedule, " cannot split the backward of a "
+                     "checkpointed block (its recompute runs inside B); drop "
+                     "--activation-checkpointing or use --pp-schedule 1f1b");
+  check_message_order();
+  const int virtual_stages = stages_ * chunks_;
   const int64_t seq_len = options_.seq_len > 0 ? options_.seq_len : 128;
-  split_ = split_stages(options_.model, options_.lora, seq_len, stages_, options_.pp_split);
+  split_ = split_stages(options_.model, options_.lora, seq_len, virtual_stages, options_.pp_split);
   if (options_.pp_split == "profiled")  // re-split on measured costs (collective over world)
     split_ = split_on_costs(profile_layer_costs(options_.model, options_.lora, seq_len,
                                                 options_.seed, *mesh_->world_comm(),
                                                 options_.device),
-                            stages_, "profiled");
+                            virtual_stages, "profiled");
   const int64_t L = options_.model.num_layers();
-  const int64_t first = split_.first_block[size_t(stage_)], end = split_.end_block[size_t(stage_)];
-  // Only this stage's part, as shapes (Values::deferred); then one parameter at a time: its
+  // Only this stage's chunks, as shapes (Values::deferred); then one parameter at a time: its
   // values, this rank's tp slice, and with fsdp2 its dp rows. A rank never holds more than its
   // part plus one whole parameter while the stage is built.
-  model_ = model::HybridLM(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,
-                           /*has_head=*/end == L, model::Values::deferred);
-  model::apply_lora(model_, options_.lora);
-  model_->train();
-  tp_ = std::make_unique<TensorParallel>(model_->config(), mesh_->tp_comm(), options_.lora.dropout);
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (int c = 0; c < chunks_; ++c) {
+    const size_t g = size_t(c * stages_ + stage_);
+    const int64_t first = split_.first_block[g], end = split_.end_block[g];
+    model::HybridLM part(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,
+                         /*has_head=*/end == L, model::Values::deferred);
+    model::apply_lora(part, options_.lora);
+    part->train();
+    for (auto& named : named_params(*part)) params.push_back(named);
+    parts_.push_back(part);
+  }
+  tp_ = std::make_unique<TensorParallel>(parts_.front()->config(), mesh_->tp_comm(),
+                                         options_.lora.dropout);
   const Materialise materialise = [this](const std::string& name, const torch::Tensor& p) {
     materialise_on_device(name, p, options_.seed, options_.device);  // CPU draw, then moved
     tp_->slice(name, p);
   };
   if (options_.name == "fsdp2")
-    unit_ = make_per_param_unit(named_params(*model_), options_.dp_comm, materialise);
+    unit_ = make_per_param_unit(params, options_.dp_comm, materialise);
   else
-    for (auto& [name, p] : named_params(*model_)) materialise(name, p);
+    for (auto& [name, p] : params) materialise(name, p);
 
   const auto counts = model::count_parameters(options_.model, options_.lora);
   params_total_ = counts.total;
   params_trainable_ = counts.trainable;
-  for (auto& [name, p] : named_params(*model_)) {
-    param_bytes_ += p.nbytes();
-    if (p.requires_grad()) trainable_.emplace_back(name, p);
+  for (const auto& part : parts_) {
+    chunk_trainable_.emplace_back();
+    for (auto& [name, p] : named_params(*part)) {
+      param_bytes_ += p.nbytes();
+      if (!p.requires_grad()) continue;
+      trainable_.emplace_back(name, p);
+      chunk_trainable_.back().push_back(p);
+    }
   }
   // Tied embeddings: the first stage embeds with the matrix, the last stage multiplies by it;
   // both hold a copy, so a trainable one needs its two gradient halves summed. Decided from the
@@ -160,17 +180,22 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
     mine = measured_sum_;
     mine.forward_s /= n;
     mine.backward_s /= n;
+    mine.weight_s /= n;
     mine.idle_s /= n;
     mine.wall_s /= n;
     mine.compute_cpu_s /= n;
   }
+  // A stage's blocks: from its first chunk's first to its last chunk's end (with V > 1 the
+  // chunks are not adjacent: PipelineInfo::stage_first_layer lists every virtual stage).
   mine.first_block = split_.first_block[size_t(stage_)];
-  mine.end_block = split_.end_block[size_t(stage_)];
-  mine.predicted_cost = split_.stage_cost[size_t(stage_)];
-  constexpr int64_t kFields = 8;
+  mine.end_block = split_.end_block[size_t((chunks_ - 1) * stages_ + stage_)];
+  mine.predicted_cost = 0.0;
+  for (int c = 0; c < chunks_; ++c)
+    mine.predicted_cost += split_.stage_cost[size_t(c * stages_ + stage_)];
+  constexpr int64_t kFields = 9;
   at::Tensor local = at::tensor({double(mine.first_block), double(mine.end_block),
                                  mine.predicted_cost, mine.forward_s, mine.backward_s,
-                                 mine.idle_s, mine.wall_s, mine.compute_cpu_s},
+                                 mine.weight_s, mine.idle_s, mine.wall_s, mine.compute_cpu_s},
                                 at::kDouble)
                          .to(scalar_options_for(*mesh_->pp_comm(), at::kDouble).device());
   at::Tensor all = at::zeros({stages_ * kFields}, scalar_options_for(*mesh_->pp_comm(), at::kDouble));
@@ -184,7 +209,7 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
   for (int s = 0; s < stages_; ++s) {
     const int64_t o = s * kFields;
     out[size_t(s)] = {int64_t(a[o]), int64_t(a[o + 1]), a[o + 2], a[o + 3], a[o + 4], a[o + 5],
-                      a[o + 6], a[o + 7]};
+                      a[o + 6], a[o + 7], a[o + 8]};
   }
   return out;
 }
@@ -192,28 +217,36 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
 metrics::PipelineInfo PipelineStrategy::pipeline_info() {
   const auto records = stage_records();
   metrics::PipelineInfo info;
-  double bubble_sum = 0.0;
+  double bubble_sum = 0.0, f = 0.0, b = 0.0, w = 0.0;
   for (const auto& r : records) {
-    info.stage_first_layer.push_back(r.first_block);
     info.stage_cost.push_back(r.predicted_cost);
     info.stage_cost_measured_s.push_back(r.forward_s + r.backward_s);
     info.stage_cpu_measured_s.push_back(r.compute_cpu_s);
     bubble_sum += r.bubble_fraction();
+    f += r.forward_s;
+    b += r.backward_s - r.weight_s;
+    w += r.weight_s;
   }
-  const double p = stages_, m = double(last_micro_batches_);
-  info.bubble_fraction = bubble_sum / p;
-  info.bubble_fraction_theory = m > 0 ? (p - 1) / (m + p - 1) : 0.0;
+  info.stage_first_layer = split_.first_block;  // [p V]: every virtual stage
+  const int M = int(last_micro_batches_);
+  info.bubble_fraction = bubble_sum / double(stages_);
+  // The schedule's own theory at the measured mean F, B and W of a micro-batch through a stage
+  // (only zero bubble's depends on them; the others are (p - 1) / V / ((p - 1) / V + M)).
+  info.bubble_fraction_theory =
+      M > 0 ? bubble_theory(schedule_spec(M), f / M, b / M, w / M) : 0.0;
   info.schedule = options_.pp_schedule;
+  info.virtual_chunks = chunks_;
   info.split = split_.method;
   info.micro_batches = last_micro_batches_;
   return info;
 }
 
-void PipelineStrategy::record_step(double forward_s, double backward_s, double wall_s,
-                                   double compute_cpu_s) {
+void PipelineStrategy::record_step(double forward_s, double backward_s, double weight_s,
+                                   double wall_s, double compute_cpu_s) {
   StageRecord r;
   r.forward_s = forward_s;
   r.backward_s = backward_s;
+  r.weight_s = weight_s;
   r.wall_s = wall_s;
   r.compute_cpu_s = compute_cpu_s;
   r.idle_s = std::max(0.0, wall_s - forward_s - backward_s);
@@ -223,6 +256,7 @@ void PipelineStrategy::record_step(double forward_s, double backward_s, double w
   }
   measured_sum_.forward_s += r.forward_s;
   measured_sum_.backward_s += r.backward_s;
+  measured_sum_.weight_s += r.weight_s;
   measured_sum_.idle_s += r.idle_s;
   measured_sum_.wall_s += r.wall_s;
   measured_sum_.compute_cpu_s += r.compute_cpu_s;
@@ -232,7 +266,16 @@ void PipelineStrategy::record_step(double forward_s, double backward_s, double w
 std::vector<model::hf::HeldTensor> PipelineStrategy::held_tensors() {
   const bool dp_primary = options_.dp_comm->rank() == 0;
   // This stage's parameters (TP slices), or their FSDP2 rows (disjoint over dp).
-  auto held = unit_ ? unit_->held_tensors() : whole_held_tensors(*model_, dp_primary);
+  std::vector<model::hf::HeldTensor> held;
+  if (unit_) {
+    held = unit_->held_tensors();
+  } else {
+    for (const auto& part : parts_) {
+      auto mine = whole_held_tensors(*part, dp_primary);
+      held.insert(held.end(), mine.begin(), mine.end());
+    }
+  }
+  const bool embeds = parts_.front()->has_embedding();
   const int tp = tp_->size(), t = tp_->comm().rank();
   for (auto& h : held) {
     const int64_t dim = tp > 1 ? tp_split_dim(h.name) : -1;
@@ -244,7 +287,7 @@ std::vector<model::hf::HeldTensor> PipelineStrategy::held_tensors() {
       h.primary = false;  // replicated over tp
     }
     // Tied embeddings: the last stage's copy of the matrix is the LM head, a replica.
-    if (h.name == "embed_tokens.weight" && !model_->has_embedding()) h.primary = false;
+    if (h.name == "embed_tokens.weight" && !embeds) h.primary = false;
   }
   return held;
 }

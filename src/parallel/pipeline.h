@@ -6,8 +6,10 @@
 //            the split is stage_split.h's), with deferred values: one parameter at a time gets
 //            its values, then is cut to its tp slice / fsdp2 rows, before the next one. Activations [B, T, D] go forward and their
 //            gradients backward point-to-point between neighbouring stages. Schedules are the
-//            explicit loops of pipeline_schedule.cpp: gpipe (all forwards, then all backwards)
-//            and 1f1b (warm-up forwards, steady one-forward-one-backward, cool-down backwards).
+//            generated tables of pipeline_schedule.h (gpipe, 1f1b, interleaved, zb-h1), which
+//            pipeline_run.cpp executes action by action. With --pp-virtual V (interleaved) a
+//            rank holds V non-adjacent chunks: chunk c of stage s is virtual stage c p + s of
+//            the p V-way split, so stage p - 1's chunk c feeds stage 0's chunk c + 1.
 //   tp axis  the stage's projections are sliced Megatron-style (tensor_parallel.h).
 //   dp axis  after the schedule, gradients are averaged over the dp group with one all-reduce
 //            of one flat buffer (DDP semantics without overlap). With --strategy fsdp2 the
@@ -27,7 +29,9 @@
 #include "metrics/result_info.h"
 #include "model/hybrid_lm.h"
 #include "parallel/mesh.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/sharded_unit.h"
+#include "parallel/split_backward.h"
 #include "parallel/stage_split.h"
 #include "parallel/strategy.h"
 #include "parallel/tensor_parallel.h"
@@ -40,7 +44,8 @@ struct StageRecord {
   int64_t first_block = 0, end_block = 0;
   double predicted_cost = 0.0;  // layer_costs units (executed FLOP per token)
   double forward_s = 0.0;       // compute of all forwards of one step
-  double backward_s = 0.0;      // compute of all backwards of one step
+  double backward_s = 0.0;      // compute of all backwards of one step (BW, or B + W)
+  double weight_s = 0.0;        // of which the deferred weight-gradient passes W (zb-h1)
   double idle_s = 0.0;          // schedule wall time minus compute (waiting for neighbours)
   double wall_s = 0.0;          // schedule wall time of one step
   double compute_cpu_s = 0.0;   // thread CPU seconds of all forwards + backwards of one step
@@ -64,22 +69,28 @@ class PipelineStrategy : public Strategy {
   int64_t params_trainable() const override { return params_trainable_; }
   std::vector<model::hf::HeldTensor> held_tensors() override;
 
+  // The split over the p V virtual stages: chunk c of stage s is entry c p + s.
   const StageSplit& split() const { return split_; }
   int stage() const { return stage_; }
   int stages() const { return stages_; }
+  int chunks() const { return chunks_; }
+  // The schedule table of this stage for M micro-batches.
+  PipeSpec schedule_spec(int micro_batches) const;
   // COLLECTIVE over the pp group: every stage's record, in stage order.
   std::vector<StageRecord> stage_records();
   // COLLECTIVE over the pp group: the result file's /pipeline.
   metrics::PipelineInfo pipeline_info();
 
  private:
-  // One micro-batch through this stage (pipeline_schedule.cpp).
-  void forward_step(int m, bool with_grad);
-  void backward_step(int m);
-  void run_gpipe(int micro_batches);
-  void run_1f1b(int micro_batches);
+  // One micro-batch m through chunk c of this stage (pipeline_run.cpp).
+  void forward_step(int c, int m, bool with_grad);
+  void backward_step(int c, int m, bool split);  // BW, or B when split (W deferred)
+  void weight_step(int c, int m);                 // W of a B done earlier
+  void run_schedule(const PipeSpec& spec);
   void wait_sends();
-  void record_step(double forward_s, double backward_s, double wall_s, double compute_cpu_s);
+  void record_step(double forward_s, double backward_s, double weight_s, double wall_s,
+                   double compute_cpu_s);
+  void check_message_order() const;
 
   void allocate_grads();
   void reduce_grads();
@@ -87,14 +98,15 @@ class PipelineStrategy : public Strategy {
 
   StrategyOptions options_;
   std::shared_ptr<Mesh> mesh_;
-  int stage_ = 0, stages_ = 1;
-  StageSplit split_;
-  model::HybridLM model_{nullptr};
+  int stage_ = 0, stages_ = 1, chunks_ = 1;
+  StageSplit split_;                      // over the stages_ x chunks_ virtual stages
+  std::vector<model::HybridLM> parts_;  // [V]: the model chunk c = virtual stage c p + stage
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ShardedUnit> unit_;  // fsdp2 over dp (nullptr: replicated over dp)
   std::shared_ptr<comm::Communicator> embedding_comm_;  // {first, last stage} when tied + trainable
 
   std::vector<std::pair<std::string, torch::Tensor>> trainable_;  // named_parameters order
+  std::vector<std::vector<torch::Tensor>> chunk_trainable_;      // [V]: zb-h1's W targets
   std::vector<OptimSlot> slots_;
   std::vector<TpPlacement> placement_;  // per slot
   at::Tensor flat_grads_;               // every slot's grad is a view into it
@@ -105,17 +117,20 @@ class PipelineStrategy : public Strategy {
 
   // Per-step state of the schedule.
   struct InFlight {
-    torch::Tensor input;   // received activation (requires grad), undefined on stage 0
-    torch::Tensor output;  // activation sent on, or the scaled loss on the last stage
+    torch::Tensor input;   // received activation (requires grad), undefined on virtual stage 0
+    torch::Tensor output;  // activation sent on, or the scaled loss on the last virtual stage
+    std::unique_ptr<SplitBackward> split;  // zb-h1: the graph and gradients between B and W
   };
+  InFlight& inflight(int c, int m) { return inflight_[size_t(c) * micro_batches_->size() + size_t(m)]; }
   const std::vector<MicroBatch>* micro_batches_ = nullptr;
-  std::vector<InFlight> inflight_;
+  std::vector<InFlight> inflight_;  // [V x M]
   std::vector<std::pair<comm::WorkPtr, torch::Tensor>> sends_;  // kept alive until waited
   double loss_sum_ = 0.0;
   std::vector<torch::Tensor>* logits_out_ = nullptr;  // eval_logits: last stage keeps logits
   double compute_cpu_s_ = 0.0;  // thread CPU seconds of this step's compute so far
   int64_t step_ = 0;
   PhaseTimes* times_ = nullptr;
+  double weight_s_ = 0.0;  // this step's W compute so far
 
   // Measured per-step sums (steps after the first) for stage_records().
   StageRecord measured_sum_;

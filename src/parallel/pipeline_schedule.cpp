@@ -1,210 +1,272 @@
-// The pipeline schedules as explicit loops (Megatron / picotron style), and the forward and
-// backward of one micro-batch on this stage. p stages, M micro-batches, this stage s:
-//
-//   gpipe:  F0 F1 ... F(M-1)  then  B0 B1 ... B(M-1)
-//           holds the activations of all M micro-batches.
-//   1f1b:   warm-up   min(p - s - 1, M) forwards
-//           steady    M - warm-up times: one forward, one backward
-//           cool-down the remaining warm-up backwards
-//           holds the activations of at most p - s micro-batches.
-// Both idle (p - 1) / (M + p - 1) of the time in theory (REFERENCE §4).
-//
-// Between stages: the activation x [B, T, D] (float32) of micro-batch m goes to stage s+1 with
-// tag 2m, its gradient comes back with tag 2m+1. Sends are asynchronous (waited at the end of
-// the step), receives block: time blocked in them is the stage's idle time.
-#include "common/clock.h"
+// The schedule generators, their messages, and the ideal-clock simulation (pipeline_schedule.h).
+#include "parallel/pipeline_schedule.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <stdexcept>
+
 #include "common/error.h"
-#include "metrics/recorder.h"
-#include "parallel/pipeline.h"
-#include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
 
+const char* to_string(PipeOp op) {
+  switch (op) {
+    case PipeOp::F: return "F";
+    case PipeOp::BW: return "BW";
+    case PipeOp::B: return "B";
+    default: return "W";
+  }
+}
+
+const std::vector<std::string>& pipeline_schedules() {
+  static const std::vector<std::string> names{"gpipe", "1f1b", "interleaved", "zb-h1"};
+  return names;
+}
+
+void validate_schedule(const PipeSpec& spec) {
+  const auto& names = pipeline_schedules();
+  if (std::find(names.begin(), names.end(), spec.schedule) == names.end())
+    throw user_error("--pp-schedule: unknown value '", spec.schedule,
+                     "'; choose gpipe, 1f1b, interleaved or zb-h1");
+  if (spec.stages < 1 || spec.micro_batches < 1 || spec.chunks < 1)
+    throw user_error("pipeline: stages, --pp-virtual and micro-batches must be at least 1");
+  if (spec.schedule == "interleaved") {
+    if (spec.stages < 2)
+      throw user_error("--pp-schedule interleaved needs --pp 2 or more (one stage has no "
+                       "bubble to interleave)");
+    if (spec.chunks < 2)
+      throw user_error("--pp-schedule interleaved needs --pp-virtual V >= 2 (model chunks per "
+                       "stage); got ", spec.chunks);
+    if (spec.micro_batches % spec.stages != 0)
+      throw user_error("--pp-schedule interleaved needs the micro-batches per step (",
+                       spec.micro_batches, " = global batch / (dp x micro-batch)) to be a "
+                       "multiple of --pp ", spec.stages, "; change --global-batch or "
+                       "--micro-batch");
+  } else if (spec.chunks != 1) {
+    throw user_error("--pp-virtual ", spec.chunks, " needs --pp-schedule interleaved (",
+                     spec.schedule, " holds one chunk per stage)");
+  }
+}
+
 namespace {
 
-int tag_forward(int m) { return 2 * m; }
-int tag_backward(int m) { return 2 * m + 1; }
+std::vector<PipeAction> gpipe(int M) {
+  std::vector<PipeAction> out;
+  for (int m = 0; m < M; ++m) out.push_back({PipeOp::F, 0, m});
+  for (int m = 0; m < M; ++m) out.push_back({PipeOp::BW, 0, m});
+  return out;
+}
 
-metrics::Recorder::Span compute_span(metrics::Recorder* rec, const char* name, int64_t step,
-                                     int m) {
-  return rec ? rec->span(name, metrics::Lane::Compute, step, int32_t(m))
-             : metrics::Recorder::Span();
+std::vector<PipeAction> one_f_one_b(int p, int s, int M) {
+  std::vector<PipeAction> out;
+  const int warmup = std::min(p - s - 1, M);
+  int next_f = 0, next_b = 0;
+  for (int i = 0; i < warmup; ++i) out.push_back({PipeOp::F, 0, next_f++});
+  for (int i = warmup; i < M; ++i) {
+    out.push_back({PipeOp::F, 0, next_f++});
+    out.push_back({PipeOp::BW, 0, next_b++});
+  }
+  while (next_b < M) out.push_back({PipeOp::BW, 0, next_b++});
+  return out;
+}
+
+// Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving): unit k of the
+// M V forward units is micro-batch (k / pV) p + k % p of chunk (k % pV) / p; backward unit k the
+// same micro-batch of chunk V - 1 - (k % pV) / p.
+std::vector<PipeAction> interleaved(int p, int V, int s, int M) {
+  const int total = M * V;
+  auto chunk_of = [&](int k, bool forward) {
+    const int c = (k % (p * V)) / p;
+    return forward ? c : V - 1 - c;
+  };
+  auto micro_of = [&](int k) { return (k / (p * V)) * p + k % p; };
+  const int warmup = M == p ? total : std::min(total, (p - s - 1) * 2 + (V - 1) * p);
+  std::vector<PipeAction> out;
+  for (int k = 0; k < warmup; ++k) out.push_back({PipeOp::F, chunk_of(k, true), micro_of(k)});
+  for (int k = 0; k < total - warmup; ++k) {
+    out.push_back({PipeOp::F, chunk_of(warmup + k, true), micro_of(warmup + k)});
+    out.push_back({PipeOp::BW, chunk_of(k, false), micro_of(k)});
+  }
+  for (int k = total - warmup; k < total; ++k)
+    out.push_back({PipeOp::BW, chunk_of(k, false), micro_of(k)});
+  return out;
+}
+
+// ZB-H1: 1F1B's F / B order; stage s runs the W of its oldest pending micro-batch as soon as
+// more than s are pending, and the rest after its last B.
+std::vector<PipeAction> zb_h1(int p, int s, int M) {
+  std::vector<PipeAction> out;
+  const int warmup = std::min(p - s - 1, M);
+  std::deque<int> pending;
+  int next_f = 0;
+  for (int i = 0; i < warmup; ++i) out.push_back({PipeOp::F, 0, next_f++});
+  for (int next_b = 0; next_b < M; ++next_b) {
+    if (next_f < M) out.push_back({PipeOp::F, 0, next_f++});
+    out.push_back({PipeOp::B, 0, next_b});
+    pending.push_back(next_b);
+    if (int(pending.size()) > s) {
+      out.push_back({PipeOp::W, 0, pending.front()});
+      pending.pop_front();
+    }
+  }
+  for (int m : pending) out.push_back({PipeOp::W, 0, m});
+  return out;
 }
 
 }  // namespace
 
-void PipelineStrategy::run_gpipe(int M) {
-  for (int m = 0; m < M; ++m) forward_step(m, /*with_grad=*/true);
-  for (int m = 0; m < M; ++m) backward_step(m);
+std::vector<PipeAction> stage_actions(const PipeSpec& spec, int stage) {
+  validate_schedule(spec);
+  if (stage < 0 || stage >= spec.stages)
+    throw std::logic_error("stage_actions: stage " + std::to_string(stage) + " of " +
+                           std::to_string(spec.stages));
+  const int p = spec.stages, M = spec.micro_batches;
+  if (spec.schedule == "gpipe") return gpipe(M);
+  if (spec.schedule == "1f1b") return one_f_one_b(p, stage, M);
+  if (spec.schedule == "interleaved") return interleaved(p, spec.chunks, stage, M);
+  return zb_h1(p, stage, M);
 }
 
-void PipelineStrategy::run_1f1b(int M) {
-  const int warmup = std::min(stages_ - stage_ - 1, M);
-  const int steady = M - warmup;
-  int next_forward = 0, next_backward = 0;
-  for (int i = 0; i < warmup; ++i) forward_step(next_forward++, true);  // warm-up
-  for (int i = 0; i < steady; ++i) {                                    // steady 1F1B
-    forward_step(next_forward++, true);
-    backward_step(next_backward++);
-  }
-  for (int i = 0; i < warmup; ++i) backward_step(next_backward++);  // cool-down
+namespace {
+
+PipeMessage make_message(const PipeSpec& spec, bool gradient, int from_g, int to_g, int micro) {
+  PipeMessage msg;
+  msg.valid = true;
+  msg.gradient = gradient;
+  msg.from_stage = from_g % spec.stages;
+  msg.to_stage = to_g % spec.stages;
+  msg.to_chunk = to_g / spec.stages;
+  msg.micro = micro;
+  msg.tag = (micro * spec.chunks + msg.to_chunk) * 2 + (gradient ? 1 : 0);
+  return msg;
 }
 
-void PipelineStrategy::forward_step(int m, bool with_grad) {
-  const MicroBatch& mb = (*micro_batches_)[size_t(m)];
-  InFlight& f = inflight_[size_t(m)];
-  comm::Communicator& pp = *mesh_->pp_comm();
-  const int64_t B = mb.inputs.size(0), T = mb.inputs.size(1);
-  torch::Tensor x;
-  if (stage_ > 0) {  // x: [B, T, D] from the previous stage
-    x = torch::empty({B, T, options_.model.hidden},
-                     torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
-    pp.recv_async(x, stage_ - 1, tag_forward(m))->wait();
-    if (with_grad) x.requires_grad_(true);
-    f.input = x;
+}  // namespace
+
+PipeMessage message_sent(const PipeSpec& spec, int stage, const PipeAction& a) {
+  const int g = spec.virtual_stage(stage, a.chunk), last = spec.virtual_stages() - 1;
+  if (a.op == PipeOp::F && g < last) return make_message(spec, false, g, g + 1, a.micro);
+  if ((a.op == PipeOp::BW || a.op == PipeOp::B) && g > 0)
+    return make_message(spec, true, g, g - 1, a.micro);
+  return {};
+}
+
+PipeMessage message_needed(const PipeSpec& spec, int stage, const PipeAction& a) {
+  const int g = spec.virtual_stage(stage, a.chunk), last = spec.virtual_stages() - 1;
+  if (a.op == PipeOp::F && g > 0) return make_message(spec, false, g - 1, g, a.micro);
+  if ((a.op == PipeOp::BW || a.op == PipeOp::B) && g < last)
+    return make_message(spec, true, g + 1, g, a.micro);
+  return {};
+}
+
+std::vector<PipeMessage> messages_between(const PipeSpec& spec, int from_stage, int to_stage) {
+  std::vector<PipeMessage> out;
+  for (const auto& a : stage_actions(spec, from_stage)) {
+    const PipeMessage msg = message_sent(spec, from_stage, a);
+    if (msg.valid && msg.to_stage == to_stage) out.push_back(msg);
   }
-  const double cpu0 = thread_cpu_s();
-  {
-    ComputeTimer timer(times_->forward_s);  // tp all-reduces inside are waits, not compute
-    auto span = compute_span(options_.recorder, "forward", step_, m);
-    AutocastScope autocast(options_.precision);
-    if (stage_ == 0) x = model_->embed(mb.inputs);  // [B, T] -> [B, T, D]
-    for (int64_t i = 0; i < model_->num_blocks(); ++i) x = tp_->block_forward(model_->block(i), x);
-    if (stage_ == stages_ - 1) {
-      // [B, T, D] -> logits [B, T, V] -> mean loss of this micro-batch
-      torch::Tensor logits = model_->head(x);
-      if (logits_out_) logits_out_->push_back(logits.detach().to(torch::kFloat));
-      torch::Tensor loss = model::cross_entropy_loss(logits, mb.targets);
-      loss_sum_ += loss.item<double>();
-      f.output = loss / double(micro_batches_->size());
-    } else {
-      torch::Tensor out = x.detach().to(torch::kFloat).contiguous();
-      sends_.emplace_back(pp.send_async(out, stage_ + 1, tag_forward(m)), out);
-      f.output = x;
+  return out;
+}
+
+double peak_alive(const std::vector<PipeAction>& actions, const std::function<double(int)>& weight,
+                  const std::function<double(int)>& after_b) {
+  std::map<std::pair<int, int>, double> alive;  // (chunk, micro) -> what it holds now
+  double now = 0.0, peak = 0.0;
+  for (const auto& a : actions) {
+    const auto key = std::make_pair(a.chunk, a.micro);
+    if (a.op == PipeOp::F) {
+      const double w = weight(a.chunk);
+      alive[key] = w;
+      now += w;
+    } else if (a.op == PipeOp::B && after_b) {
+      const double extra = after_b(a.chunk);
+      alive[key] += extra;
+      now += extra;
+    } else if (a.op == PipeOp::BW || a.op == PipeOp::W) {
+      auto it = alive.find(key);
+      if (it != alive.end()) {
+        now -= it->second;
+        alive.erase(it);
+      }
     }
+    peak = std::max(peak, now);
   }
-  compute_cpu_s_ += thread_cpu_s() - cpu0;
-  if (!with_grad) f = InFlight{};
+  return peak;
 }
 
-void PipelineStrategy::backward_step(int m) {
-  InFlight& f = inflight_[size_t(m)];
-  comm::Communicator& pp = *mesh_->pp_comm();
-  torch::Tensor grad;  // d loss / d output: [B, T, D] from the next stage
-  if (stage_ < stages_ - 1) {
-    grad = torch::empty(f.output.sizes(),
-                        torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
-    pp.recv_async(grad, stage_ + 1, tag_backward(m))->wait();
-  }
-  const double cpu0 = thread_cpu_s();
-  {
-    ComputeTimer timer(times_->backward_s);
-    auto span = compute_span(options_.recorder, "backward", step_, m);
-    if (stage_ == stages_ - 1)
-      backward_scaled(f.output, loss_scale());
-    else
-      f.output.backward(grad.to(f.output.scalar_type()));
-    if (stage_ > 0) {  // d loss / d input goes back to the previous stage
-      torch::Tensor g = f.input.grad().to(torch::kFloat).contiguous();
-      sends_.emplace_back(pp.send_async(g, stage_ - 1, tag_backward(m)), g);
+int64_t peak_in_flight(const PipeSpec& spec, int stage) {
+  return int64_t(peak_alive(stage_actions(spec, stage), [](int) { return 1.0; }) + 0.5);
+}
+
+double PipeSimulation::bubble_fraction() const {
+  if (idle.empty() || makespan <= 0) return 0.0;
+  double sum = 0.0;
+  for (double i : idle) sum += i / makespan;
+  return sum / double(idle.size());
+}
+
+PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& costs) {
+  const int p = spec.stages, G = spec.virtual_stages(), M = spec.micro_batches;
+  if (costs.empty() || (costs.size() != 1 && int(costs.size()) != p))
+    throw std::logic_error("simulate: costs must have 1 or p entries");
+  std::vector<std::vector<PipeAction>> lists;
+  for (int s = 0; s < p; ++s) lists.push_back(stage_actions(spec, s));
+  // When each virtual stage's forward and input-gradient backward of a micro-batch ends.
+  const double kNotYet = -1.0;
+  std::vector<double> f_end(size_t(G * M), kNotYet), b_end(size_t(G * M), kNotYet);
+  std::vector<size_t> next(size_t(p), 0);
+  std::vector<double> free_at(size_t(p), 0.0);
+  PipeSimulation sim;
+  sim.busy.assign(size_t(p), 0.0);
+  size_t remaining = 0;
+  for (const auto& l : lists) remaining += l.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (int s = 0; s < p; ++s) {
+      const PipeCosts& c = costs.size() == 1 ? costs[0] : costs[size_t(s)];
+      while (next[size_t(s)] < lists[size_t(s)].size()) {
+        const PipeAction& a = lists[size_t(s)][next[size_t(s)]];
+        const int g = spec.virtual_stage(s, a.chunk);
+        double ready = free_at[size_t(s)];
+        const PipeMessage need = message_needed(spec, s, a);
+        if (need.valid) {
+          const int from_g = need.gradient ? g + 1 : g - 1;
+          const double t = need.gradient ? b_end[size_t(from_g * M + a.micro)]
+                                         : f_end[size_t(from_g * M + a.micro)];
+          if (t == kNotYet) break;  // not arrived yet: try the other stages
+          ready = std::max(ready, t);
+        }
+        const double d = a.op == PipeOp::F    ? c.f
+                         : a.op == PipeOp::BW ? c.b + c.w
+                         : a.op == PipeOp::B  ? c.b
+                                              : c.w;
+        free_at[size_t(s)] = ready + d;
+        sim.busy[size_t(s)] += d;
+        if (a.op == PipeOp::F) f_end[size_t(g * M + a.micro)] = ready + d;
+        if (a.op == PipeOp::BW || a.op == PipeOp::B) b_end[size_t(g * M + a.micro)] = ready + d;
+        ++next[size_t(s)];
+        --remaining;
+        progress = true;
+      }
     }
+    if (!progress)
+      throw std::logic_error("pipeline schedule " + spec.schedule + " deadlocks (p " +
+                             std::to_string(p) + ", V " + std::to_string(spec.chunks) + ", M " +
+                             std::to_string(M) + ")");
   }
-  compute_cpu_s_ += thread_cpu_s() - cpu0;
-  f = InFlight{};  // frees this micro-batch's activations
+  sim.makespan = *std::max_element(free_at.begin(), free_at.end());
+  for (int s = 0; s < p; ++s) sim.idle.push_back(sim.makespan - sim.busy[size_t(s)]);
+  return sim;
 }
 
-void PipelineStrategy::wait_sends() {
-  for (auto& [work, tensor] : sends_) work->wait();
-  sends_.clear();
-}
-
-void PipelineStrategy::check_tp_batches(const std::vector<MicroBatch>& micro_batches) {
-  if (batches_checked_ || mesh_->shape().tp == 1) return;
-  batches_checked_ = true;
-  // Position-weighted sum of all tokens: cheap, and differs for different or reordered batches.
-  int64_t hash = 0;
-  for (const auto& mb : micro_batches)
-    for (const auto& t : {mb.inputs, mb.targets}) {
-      auto flat = t.reshape({-1}).to(torch::kLong);
-      auto weight = torch::arange(flat.numel(), flat.options()).remainder(1009) + 1;
-      hash = hash * 31 + ((flat + 1) * weight).sum().item<int64_t>();
-    }
-  at::Tensor v = at::tensor({hash, -hash}, at::kLong)
-                     .to(scalar_options_for(*mesh_->tp_comm(), at::kLong).device());
-  mesh_->tp_comm()->all_reduce(v, comm::ReduceOp::Max);
-  if (v[0].item<int64_t>() != hash || -v[1].item<int64_t>() != hash)
-    throw user_error("tensor-parallel partners received different batches (rank ",
-                     mesh_->world_rank(), " ", mesh_->coord_string(),
-                     "); the data loader must give every tp rank the same rows");
-}
-
-double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_batches,
-                                          int64_t step, PhaseTimes& times) {
-  check_tp_batches(micro_batches);
-  const int M = int(micro_batches.size());
-  micro_batches_ = &micro_batches;
-  times_ = &times;
-  step_ = step;
-  loss_sum_ = 0.0;
-  compute_cpu_s_ = 0.0;
-  last_micro_batches_ = M;
-  inflight_.assign(size_t(M), InFlight{});
-  if (unit_) unit_->wait_gather();  // fsdp2: the stage's full parameters for this step
-  const double forward0 = times.forward_s, backward0 = times.backward_s, t0 = now_s();
-  if (options_.pp_schedule == "gpipe")
-    run_gpipe(M);
-  else
-    run_1f1b(M);
-  wait_sends();
-  record_step(times.forward_s - forward0, times.backward_s - backward0, now_s() - t0,
-              compute_cpu_s_);
-  reduce_grads();
-  inflight_.clear();
-  micro_batches_ = nullptr;
-  times_ = nullptr;
-
-  at::Tensor loss = at::full({1}, loss_sum_ / double(M),  // valid on the last stage
-                             scalar_options_for(*mesh_->pp_comm(), at::kDouble));
-  if (stages_ > 1) mesh_->pp_comm()->broadcast(loss, stages_ - 1);
-  return dp_mean(options_.dp_comm.get(), loss.item<double>());
-}
-
-double PipelineStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches) {
-  torch::NoGradGuard no_grad;
-  PhaseTimes ignored;
-  const int M = int(micro_batches.size());
-  micro_batches_ = &micro_batches;
-  times_ = &ignored;
-  loss_sum_ = 0.0;
-  inflight_.assign(size_t(M), InFlight{});
-  if (unit_) unit_->wait_gather();
-  for (int m = 0; m < M; ++m) forward_step(m, /*with_grad=*/false);
-  wait_sends();
-  if (unit_) unit_->release();
-  inflight_.clear();
-  micro_batches_ = nullptr;
-  times_ = nullptr;
-  at::Tensor loss =
-      at::full({1}, loss_sum_ / double(M), scalar_options_for(*mesh_->pp_comm(), at::kDouble));
-  if (stages_ > 1) mesh_->pp_comm()->broadcast(loss, stages_ - 1);
-  return dp_mean(options_.dp_comm.get(), loss.item<double>());
-}
-
-torch::Tensor PipelineStrategy::eval_logits(const std::vector<MicroBatch>& micro_batches) {
-  std::vector<torch::Tensor> kept;
-  logits_out_ = &kept;
-  eval_loss(micro_batches);  // the last stage keeps each micro-batch's logits
-  logits_out_ = nullptr;
-  int64_t rows = 0;
-  for (const auto& mb : micro_batches) rows += mb.inputs.size(0);
-  const int64_t T = micro_batches.at(0).inputs.size(1);
-  torch::Tensor logits = stage_ == stages_ - 1
-                             ? torch::cat(kept)
-                             : torch::empty({rows, T, options_.model.vocab},
-                                            torch::TensorOptions().dtype(torch::kFloat).device(
-                                                options_.device));
-  if (stages_ > 1) mesh_->pp_comm()->broadcast(logits, stages_ - 1);
-  return logits;
+double bubble_theory(const PipeSpec& spec, double f, double b, double w) {
+  const double p = spec.stages, M = spec.micro_batches;
+  double idle = (p - 1) * (f + b + w);
+  if (spec.schedule == "interleaved") idle /= double(spec.chunks);
+  if (spec.schedule == "zb-h1") idle = (p - 1) * std::max(f + b - w, 0.0);
+  const double work = M * (f + b + w);
+  return idle + work > 0 ? idle / (idle + work) : 0.0;
 }
 
 }  // namespace hlp::parallel

@@ -74,7 +74,8 @@ struct StrategyOptions {
   // Model parallelism (pipeline.h, tensor_parallel.h): used when mesh pp or tp > 1.
   std::shared_ptr<Mesh> mesh;                       // nullptr = dp only
   std::string pp_split = "balanced";                // uniform | params | balanced | L0,L1,...
-  std::string pp_schedule = "1f1b";                 // gpipe | 1f1b
+  std::string pp_schedule = "1f1b";                 // gpipe | 1f1b | interleaved | zb-h1
+  int pp_virtual = 1;                               // V: model chunks per stage (interleaved)
   int64_t seq_len = 0;                              // T (cost model of the balanced split)
   metrics::Recorder* recorder = nullptr;            // optional: spans for the trace
 };

@@ -8,6 +8,7 @@
 
 #include "model/hybrid_lm.h"
 #include "model/lora.h"
+#include "parallel/split_backward.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::train {
@@ -22,13 +23,13 @@ namespace {
 
 // One probe of a model part: bytes its forward keeps and the extra peak of its backward.
 struct Probe {
-  double saved = 0, transient = 0;
+  double saved = 0, transient = 0, split_pending = 0;
 };
 
 // part: one block (blocks [layer, layer + 1)) or only the head. x: [B, t, D] fp32 requiring
 // grad, like the activations flowing between blocks; targets [B, t] for the head's loss.
 Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, model::Precision precision,
-                bool with_backward, const MemoryProbe& memory) {
+                bool with_backward, bool split_backward, const MemoryProbe& memory) {
   // Gradients live across steps in every strategy: allocate them before measuring.
   for (auto& p : part->parameters())
     if (p.requires_grad()) p.mutable_grad() = torch::zeros_like(p);  // on p's device
@@ -47,7 +48,21 @@ Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, model::P
   }
   const int64_t after_forward = memory.current_bytes();
   probe.saved = double(after_forward - before);
-  if (with_backward) {
+  if (with_backward && split_backward) {
+    // zb-h1: B, then what stays until W beyond the saved tensors (x's gradient dropped, as a
+    // stage sends it on), then W
+    std::vector<torch::Tensor> trainable;
+    for (auto& p : part->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    parallel::SplitBackward split;
+    memory.reset_peak();
+    {
+      torch::Tensor input_grad = split.backward_input(out, torch::ones_like(out), x, trainable);
+      probe.transient = double(std::max<int64_t>(0, memory.peak_bytes() - after_forward));
+    }
+    probe.split_pending = double(std::max<int64_t>(0, memory.current_bytes() - after_forward));
+    split.backward_weight();
+  } else if (with_backward) {
     memory.reset_peak();
     out.backward(torch::ones_like(out));  // the upstream gradient is part of the working set
     probe.transient = double(std::max<int64_t>(0, memory.peak_bytes() - after_forward));
@@ -76,7 +91,7 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
                                     int64_t seq_len, model::Precision precision,
                                     bool every_parameter_trains, const c10::Device& device,
-                                    const MemoryProbe& memory) {
+                                    const MemoryProbe& memory, bool split_backward) {
   ActivationProfile profile;
   profile.micro_batch = micro_batch;
   profile.seq_len = seq_len;
@@ -101,7 +116,7 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
   for (const auto& kind : kinds) {
     const bool head = kind == "head";
     const int64_t layer = head ? 0 : int64_t(config.pattern.find(kind[0]));
-    std::vector<double> saved, transient, saved_checkpointed;
+    std::vector<double> saved, transient, saved_checkpointed, split_pending;
     for (int64_t t : profile.probe_lengths) {
       for (bool checkpointing : {false, true}) {
         if (head && checkpointing) continue;  // the head is never checkpointed
@@ -114,12 +129,14 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
           for (auto& p : part->parameters()) p.requires_grad_(true);
         part->to(device);  // drawn on the CPU, like the run's parameters
         part->train();
-        const Probe p = run_probe(part, head, micro_batch, t, precision, !checkpointing, memory);
+        const Probe p = run_probe(part, head, micro_batch, t, precision, !checkpointing,
+                                  split_backward, memory);
         if (checkpointing) {
           saved_checkpointed.push_back(p.saved);
         } else {
           saved.push_back(p.saved);
           transient.push_back(p.transient);
+          split_pending.push_back(p.split_pending);
         }
       }
     }
@@ -127,6 +144,7 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
     a.kind = kind;
     a.saved = extrapolate(profile.probe_lengths, saved, seq_len);
     a.transient = extrapolate(profile.probe_lengths, transient, seq_len);
+    a.split_pending = extrapolate(profile.probe_lengths, split_pending, seq_len);
     a.saved_checkpointed =
         head ? a.saved : extrapolate(profile.probe_lengths, saved_checkpointed, seq_len);
     profile.kinds.push_back(a);
@@ -136,25 +154,43 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
   return profile;
 }
 
-double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
-                                int64_t first_block, int64_t end_block, bool has_head,
-                                int64_t in_flight) {
+ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
+                                 int64_t first_block, int64_t end_block, bool has_head) {
   const bool checkpointing = config.activation_checkpointing;
-  double held = profile.input_bytes;  // per micro-batch in flight
-  double working = 0;                 // the largest extra working set of one backward
+  ActivationParts parts;
+  parts.held = profile.input_bytes;  // per micro-batch alive
   for (int64_t l = first_block; l < end_block; ++l) {
     const LayerActivation* a = profile.find(std::string(1, config.pattern.at(size_t(l))));
-    if (!a) return std::nan("");
-    held += checkpointing ? a->saved_checkpointed : a->saved;
-    working = std::max(working, checkpointing ? a->saved + a->transient : a->transient);
+    if (!a) return {std::nan(""), std::nan(""), std::nan("")};
+    parts.held += checkpointing ? a->saved_checkpointed : a->saved;
+    parts.split_pending += a->split_pending;
+    parts.working = std::max(parts.working, checkpointing ? a->saved + a->transient : a->transient);
   }
   if (has_head) {
     const LayerActivation* h = profile.find("head");
-    if (!h) return std::nan("");
-    held += h->saved;
-    working = std::max(working, h->transient);
+    if (!h) return {std::nan(""), std::nan(""), std::nan("")};
+    parts.held += h->saved;
+    parts.split_pending += h->split_pending;
+    parts.working = std::max(parts.working, h->transient);
   }
-  return double(std::max<int64_t>(1, in_flight)) * held + working;
+  return parts;
+}
+
+double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
+                                int64_t first_block, int64_t end_block, bool has_head,
+                                int64_t in_flight) {
+  const ActivationParts parts = activation_parts(profile, config, first_block, end_block, has_head);
+  return double(std::max<int64_t>(1, in_flight)) * parts.held + parts.working;
+}
+
+double predict_stage_activation_bytes(const std::vector<ActivationParts>& chunks,
+                                      const std::vector<parallel::PipeAction>& actions) {
+  double working = 0;
+  for (const auto& c : chunks) working = std::max(working, c.working);
+  return parallel::peak_alive(
+             actions, [&](int c) { return chunks.at(size_t(c)).held; },
+             [&](int c) { return chunks.at(size_t(c)).split_pending; }) +
+         working;
 }
 
 }  // namespace hlp::train

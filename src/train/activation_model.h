@@ -16,6 +16,10 @@
 // units), which the measured activation_bytes hold too.
 // in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
 // min(M, p - stage) for 1F1B, M for GPipe. Tensor parallelism is not modelled (NaN).
+// Pipeline schedules with several chunks per stage or a split backward (interleaved, zb-h1)
+// compose per chunk over the stage's schedule table instead (predict_stage_activation_bytes):
+// the peak over the table of the units alive (F .. BW, or F .. W), a unit between its B and its
+// W holding `split_pending` more (the weight nodes' output gradients W needs).
 // A naive-attention run is quadratic in T: its A / S kinds are probed at the run's T itself.
 #include <c10/core/Device.h>
 
@@ -27,6 +31,7 @@
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "model/precision.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace hlp::train {
 
@@ -36,6 +41,7 @@ struct LayerActivation {
   double saved = 0;                // kept from forward to backward, its output included
   double saved_checkpointed = 0;   // the same under activation checkpointing
   double transient = 0;            // extra peak inside its backward, above `saved`
+  double split_pending = 0;        // held from B to W beyond `saved` (split backward only)
 };
 
 struct ActivationProfile {
@@ -61,12 +67,26 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
                                     int64_t seq_len, model::Precision precision,
                                     bool every_parameter_trains, const c10::Device& device,
-                                    const MemoryProbe& memory);
+                                    const MemoryProbe& memory, bool split_backward = false);
+
+// One micro-batch through blocks [first_block, end_block) (+ the head): what it holds while
+// alive (its saved tensors and its input), what it adds between B and W, and the largest extra
+// working set of one of its backwards. NaN where a layer kind was not probed.
+struct ActivationParts {
+  double held = 0, split_pending = 0, working = 0;
+};
+ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
+                                 int64_t first_block, int64_t end_block, bool has_head);
 
 // The rank's predicted activation peak for blocks [first_block, end_block) and the head where
 // it holds it (the embedding's output and a later stage's input are the same [B, T, D] input), with `in_flight` micro-batches alive at once.
 double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
                                 int64_t first_block, int64_t end_block, bool has_head,
                                 int64_t in_flight);
+
+// A pipeline stage's predicted activation peak under its schedule table: `chunks` [V] are the
+// stage's chunks' parts, `actions` its table (parallel::stage_actions).
+double predict_stage_activation_bytes(const std::vector<ActivationParts>& chunks,
+                                      const std::vector<parallel::PipeAction>& actions);
 
 }  // namespace hlp::train

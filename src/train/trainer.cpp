@@ -255,6 +255,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     so.pp_split = resume->pp_split;
   }
   so.pp_schedule = c.pp_schedule;
+  so.pp_virtual = c.pp_virtual;
   so.seq_len = c.seq_len;
   so.recorder = hooks.recorder;
   auto strategy = parallel::make_strategy(so);
@@ -330,19 +331,26 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                           [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                           [] { metrics::CpuAllocatorCounter::reset_peak(); }};
     // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
+    const bool split_backward = pipeline && pipeline->schedule_spec(1).splits_backward();
     activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.precision,
-                                   strategy->name() == "fsdp", device.device, probe);
+                                   strategy->name() == "fsdp", device.device, probe,
+                                   split_backward);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
     if (mesh->shape().tp == 1) {
       const double working_set = double(strategy->working_set_bytes());
       if (pipeline && pp > 1) {
-        const auto& first = pipeline->split().first_block;
-        const int64_t end = stage + 1 < pp ? first[size_t(stage) + 1] : so.model.num_layers();
-        const int64_t in_flight = c.pp_schedule == "gpipe"
-                                      ? split.micro_batches
-                                      : std::min<int64_t>(split.micro_batches, pp - stage);
-        activation_predicted = working_set + predict_activation_bytes(
-            activation, so.model, first[size_t(stage)], end, stage == pp - 1, in_flight);
+        // every chunk of this stage, composed over the stage's schedule table
+        const parallel::StageSplit& stages = pipeline->split();
+        std::vector<ActivationParts> chunks;
+        for (int chunk = 0; chunk < pipeline->chunks(); ++chunk) {
+          const size_t g = size_t(chunk * pp + stage);
+          chunks.push_back(activation_parts(activation, so.model, stages.first_block[g],
+                                            stages.end_block[g],
+                                            stages.end_block[g] == so.model.num_layers()));
+        }
+        const auto actions = parallel::stage_actions(
+            pipeline->schedule_spec(int(split.micro_batches)), stage);
+        activation_predicted = working_set + predict_stage_activation_bytes(chunks, actions);
       } else {
         activation_predicted = working_set + predict_activation_bytes(
             activation, so.model, 0, so.model.num_layers(), true, 1);

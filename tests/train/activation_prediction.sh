@@ -72,6 +72,16 @@ ranks)
       --out "$dir/fsdp_nockpt.h5" > "$dir/fsdp_nockpt.log" 2>&1 || { cat "$dir/fsdp_nockpt.log"; fail "fsdp"; }
   check "$dir/fsdp_nockpt.h5" 0.9 1.1 || fail "fsdp without checkpointing"
   ;;
+schedules)
+  # issue 26: interleaved (V = 2: two chunks per stage, composed over the schedule table) and
+  # zb-h1 (alive from F to W; between B and W also the output gradients W needs, probed)
+  for sched in "interleaved --pp-virtual 2" "zb-h1" "gpipe"; do
+    name=${sched%% *}
+    "$MPIEXEC" -n 2 "$HLP_TRAIN" "${common[@]}" --strategy pp --global-batch 4 --pp-schedule $sched \
+        --out "$dir/$name.h5" > "$dir/$name.log" 2>&1 || { cat "$dir/$name.log"; fail "$name"; }
+    check "$dir/$name.h5" 0.9 1.1 || fail "pp $name"
+  done
+  ;;
 tp)
   "$MPIEXEC" -n 2 "$HLP_TRAIN" --model tiny --seq-len 128 --steps 1 --threads 1 --loader-threads 1 \
       --strategy tp --global-batch 2 --micro-batch 1 --out "$dir/tp.h5" > "$dir/tp.log" 2>&1 \

@@ -255,3 +255,60 @@ TEST_CASE("tensor parallel: the JetBlock layers of small (dynamic conv kernel ge
     check_parity(run(c, test::world()), want);
   }
 }
+
+// Issue 26: the interleaved 1F1B (V = 2 chunks per stage, on an 8-block pattern so that p = 4
+// has p V = 8 chunks) and zero bubble H1 (backward split into B and W) schedules reproduce
+// single within the same bounds, with LoRA (W: the adapters only) and full finetuning (W: every
+// weight, the tied embedding included).
+TEST_CASE("pipeline: interleaved and zb-h1 schedules reproduce single", "[parity][pp]") {
+  const int n = test::world()->size();
+  const std::string pattern = "GASGGASG";
+  static std::map<int, Trajectory> references;
+  for (int lora_rank : {8, 0})
+    for (const char* schedule : {"interleaved", "zb-h1"}) {
+      SECTION("pp" + std::to_string(n) + " " + schedule + " lora_rank " +
+              std::to_string(lora_rank)) {
+        if (!references.count(lora_rank)) {
+          auto single = test::tiny_config("single", lora_rank);
+          single.pattern = pattern;
+          references[lora_rank] = run(single, test::self());
+          REQUIRE(references[lora_rank].losses.back() < references[lora_rank].losses.front());
+        }
+        auto c = mp_config("pp", lora_rank, n, 1);
+        c.pattern = pattern;
+        c.pp_schedule = schedule;
+        const int V = std::string(schedule) == "interleaved" ? 2 : 1;
+        c.pp_virtual = V;
+        c.pp_split = "uniform";
+        auto t = run(c, test::world());
+        check_parity(t, references[lora_rank]);
+        const auto& o = t.outcome;
+        REQUIRE(o.pipeline.has_value());
+        CHECK(o.pipeline->schedule == schedule);
+        CHECK(o.pipeline->virtual_chunks == V);
+        REQUIRE(o.pipeline->stage_first_layer.size() == size_t(n * V));  // every virtual stage
+        for (int g = 0; g < n * V; ++g) CHECK(o.pipeline->stage_first_layer[size_t(g)] == g * 8 / (n * V));
+        const double M = 4;  // G 8 / B 2
+        if (V > 1) {
+          const double idle = double(n - 1) / V;
+          CHECK(o.pipeline->bubble_fraction_theory == Approx(idle / (idle + M)));
+        } else {  // zero bubble: below 1F1B's (p - 1) / (M + p - 1), above 0
+          CHECK(o.pipeline->bubble_fraction_theory < double(n - 1) / (M + n - 1));
+          CHECK(o.pipeline->bubble_fraction_theory > 0);
+        }
+        for (double s : o.pipeline->stage_cost_measured_s) CHECK(s > 0);
+      }
+    }
+}
+
+TEST_CASE("pipeline: schedule combinations that cannot run end with a user error", "[pp]") {
+  const int n = test::world()->size();
+  auto c = mp_config("pp", 8, n, 1);
+  c.steps = 1;
+  c.pp_schedule = "interleaved";
+  c.pp_virtual = 1;  // interleaved needs V >= 2
+  CHECK_THROWS_AS(train::train(c, test::world()), UserError);
+  c.pp_schedule = "zb-h1";
+  c.activation_checkpointing = true;  // B would run the recompute's fused backward
+  CHECK_THROWS_AS(train::train(c, test::world()), UserError);
+}
