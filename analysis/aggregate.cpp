@@ -103,7 +103,8 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     ConfigRow row;
     row.config = members.front()->config;
     std::map<std::string, std::vector<double>> pool;
-    std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory, last_losses;
+    std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory,
+        bubble_simulated, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
     double peak = kNaN, skipped = kNaN;
     for (const RunData* r : members) {
@@ -145,6 +146,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
           if (!std::isnan(v)) skipped = (std::isnan(skipped) ? 0.0 : skipped) + (v > 0 ? 1 : 0);
       if (r->bubble_fraction) bubbles.push_back(*r->bubble_fraction);
       if (r->bubble_fraction_theory) bubble_theory.push_back(*r->bubble_fraction_theory);
+      if (r->bubble_fraction_simulated) bubble_simulated.push_back(*r->bubble_fraction_simulated);
       const double trace_bubble = run_trace_bubble(*r, warmup_steps);
       if (!std::isnan(trace_bubble)) bubbles_trace.push_back(trace_bubble);
     }
@@ -155,6 +157,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     row.pipeline_wait_fraction = median_of(wait_fraction);
     row.bubble_fraction = median_of(bubbles);
     row.bubble_fraction_theory = median_of(bubble_theory);
+    row.bubble_fraction_simulated = median_of(bubble_simulated);
     row.bubble_fraction_trace = median_of(bubbles_trace);
     double loss_total = 0.0;
     for (double l : last_losses) loss_total += l;

@@ -41,6 +41,7 @@ struct ConfigRow {
   double bubble_fraction = 0.0;        // NaN when no /pipeline (the strategy's own timers)
   double bubble_fraction_trace = 0.0;  // NaN when no pipeline run of the row has a trace
   double bubble_fraction_theory = 0.0; // NaN when no /pipeline
+  double bubble_fraction_simulated = 0.0;  // NaN when no /pipeline or an older file
   double final_loss = 0.0;             // mean over runs of the last step's loss
   // fp16 loss scaling: steps whose update was skipped (gradient overflow), summed over the
   // row's runs and ALL their steps (warm-up included); NaN when no run recorded step_skipped.

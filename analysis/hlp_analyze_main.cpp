@@ -34,7 +34,7 @@ const char* kUsage =
     "\n"
     "Directories are searched recursively for *.h5. A configuration is everything that defines\n"
     "the experiment (strategy, mesh dp/pp/tp, world size, device, model, pattern, LoRA rank,\n"
-    "sequence length, micro-batch, global batch, micro-batches, pipeline split and schedule,\n"
+    "sequence length, micro-batch, global batch, micro-batches, pipeline split, schedule and V,\n"
     "precision, activation checkpointing, GDN mode) — not the seed, step count or paths. Reruns\n"
     "of one configuration are combined: their steps after warm-up are pooled, and the `runs`\n"
     "column counts them. Per step, ranks are reduced first (max for times and bytes, min for\n"

@@ -193,6 +193,8 @@ RunData load_one(const std::string& path) {
   if (pipeline && is_pipeline) {
     run.bubble_fraction = pipeline->bubble_fraction;
     run.bubble_fraction_theory = pipeline->bubble_fraction_theory;
+    if (!std::isnan(pipeline->bubble_fraction_simulated))
+      run.bubble_fraction_simulated = pipeline->bubble_fraction_simulated;
   }
 
   for (const char* a : {schema::kAttrStartUnixS, schema::kAttrStartTime, schema::kAttrSlurmJobId,

@@ -36,7 +36,8 @@ struct RunData {
   std::map<std::string, std::vector<double>> per_step;
   std::vector<int64_t> step_numbers;              // [steps]
   std::optional<double> bubble_fraction;          // /pipeline, measured
-  std::optional<double> bubble_fraction_theory;   // /pipeline, (p-1)/(m+p-1)
+  std::optional<double> bubble_fraction_theory;   // /pipeline, the schedule's closed form
+  std::optional<double> bubble_fraction_simulated;  // /pipeline, ideal clock at measured costs
   // Pipeline runs: the bubble per step measured from /trace (trace_bubble.h); empty vectors
   // for other runs, zero counts when the run was not traced.
   TraceBubble trace_bubble;

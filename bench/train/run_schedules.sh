@@ -3,15 +3,21 @@
 #   hlp-train --strategy pp on P ranks (default 2; small model, T 128, micro-batch 1, --trace)
 #   for every schedule (gpipe, 1f1b, interleaved V = 2, zb-h1) at m = 4 and 8 micro-batches,
 #   with LoRA (r 8) and with full finetuning (--lora-rank 0). Then one table: the bubble
-#   measured from the trace against the schedule's own theory (docs/strategies.md; zero bubble's
-#   at the run's measured F, B and W), the measured W share of the backward, tokens/s, and each
-#   stage's activation peak measured against its prediction.
+#   measured from the trace against the schedule's own theory two ways: the closed form
+#   (docs/strategies.md; equal stages and chunks; zero bubble's at the run's mean F, B and W) and
+#   the schedule's table on the ideal clock at the run's measured per-chunk F, B, W
+#   (bubble_fraction_simulated: the stages as unbalanced as they were, no message latency); the
+#   measured W share of the backward, tokens/s, and each stage's activation peak measured against
+#   its prediction.
 #
 # usage: bench/train/run_schedules.sh [BUILD_DIR] [OUT_DIR] [RANKS]
 #   BUILD_DIR  holds bin/hlp-train and bin/hlp-analyze (default: <repo>/build)
 #   OUT_DIR    result files and table.md (default: BUILD_DIR/bench-schedules)
 #   RANKS      pipeline size (default 2: one rank per core on a 2-core machine)
-# Environment: HLP_BENCH_STEPS=6 HLP_BENCH_SEQ=128 MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+# Environment: HLP_BENCH_STEPS=6 HLP_BENCH_SEQ=128 HLP_BENCH_SPLIT=balanced (the closed forms
+# assume equal stages: balanced evens the modelled cost of the stages, or of the p V chunks, as
+# far as whole blocks allow) HLP_BENCH_PATTERN= (small's own pattern; GGGGGGGGGGGG: equal blocks)
+# MPIEXEC=mpiexec PYTHON=/usr/bin/python3
 # One compute thread and one OpenBLAS thread per rank (OPENBLAS_NUM_THREADS=1 is set here).
 set -euo pipefail
 
@@ -21,6 +27,8 @@ OUT=${2:-$BUILD/bench-schedules}
 P=${3:-2}
 STEPS=${HLP_BENCH_STEPS:-6}
 SEQ=${HLP_BENCH_SEQ:-128}
+SPLIT=${HLP_BENCH_SPLIT:-balanced}
+PATTERN=${HLP_BENCH_PATTERN:-}  # e.g. GGGGGGGGGGGG: equal blocks, so equal stages and chunks
 MPIEXEC=${MPIEXEC:-mpiexec}
 PYTHON=${PYTHON:-/usr/bin/python3}
 export OPENBLAS_NUM_THREADS=1
@@ -33,8 +41,9 @@ rm -f "$OUT"/*.h5
 
 COMMON=(--strategy pp --pp "$P" --model small --data "$SRC/datasets/sample/corpus.txt"
         --seq-len "$SEQ" --micro-batch 1 --threads 1 --loader-threads 1 --steps "$STEPS"
-        --seed 1234 --pp-split uniform --trace)
-echo "[bench-schedules] $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; pp $P, T $SEQ, $STEPS steps, 1 thread + 1 OpenBLAS thread per rank -> $OUT"
+        --seed 1234 --pp-split "$SPLIT" --trace)
+[[ -n $PATTERN ]] && COMMON+=(--pattern "$PATTERN")
+echo "[bench-schedules] $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; pp $P, T $SEQ, split $SPLIT, pattern ${PATTERN:-small}, $STEPS steps, 1 thread + 1 OpenBLAS thread per rank -> $OUT"
 for tune in lora full; do
   if [[ $tune == lora ]]; then ft=(--lora-rank 8 --lora-alpha 16); else ft=(--lora-rank 0); fi
   for m in 4 8; do
@@ -50,7 +59,7 @@ for tune in lora full; do
   done
 done
 
-"$BUILD/bin/hlp-analyze" table "$OUT" --warmup 1 --format csv > "$OUT/table.csv"
+"$BUILD/bin/hlp-analyze" table "$OUT" --warmup 1 --csv > "$OUT/table.csv"
 "$PYTHON" - "$OUT" <<'PY' | tee "$OUT/table.md"
 import csv, glob, os, sys
 import h5py, numpy as np
@@ -59,8 +68,8 @@ rows = {}
 with open(os.path.join(out, "table.csv")) as f:
     for r in csv.DictReader(f):
         rows[(r["lora_rank"], r["pp_schedule"], r["micro_batches"])] = r
-print("| finetune | schedule | m | bubble trace % | theory % | trace / theory | W / (B+W) | tokens/s | activation peak MiB (max stage) | predicted MiB | measured / predicted (worst stage) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| finetune | schedule | m | bubble trace % | closed form % | trace / closed form | simulated % | trace / simulated | W / (B+W) | tokens/s | activation peak MiB (max stage) | predicted MiB | measured / predicted (worst stage) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sorted(glob.glob(os.path.join(out, "*.h5"))):
     name = os.path.basename(path)[:-3]
     tune, rest = name.split("_", 1)
@@ -82,7 +91,8 @@ for path in sorted(glob.glob(os.path.join(out, "*.h5"))):
                 if n_ in ("backward_weight", "backward_input", "backward"): b += d_
     r = next(v for k, v in rows.items() if k[1] == sched and k[2] == m and (k[0] == "0") == (tune == "full"))
     bt, th = float(r["bubble_fraction_trace"]), float(r["bubble_fraction_theory"])
-    print(f"| {tune} | {sched} | {m} | {100*bt:.1f} | {100*th:.1f} | {bt/th:.3f} | "
+    sm = float(r["bubble_fraction_simulated"])
+    print(f"| {tune} | {sched} | {m} | {100*bt:.1f} | {100*th:.1f} | {bt/th:.3f} | {100*sm:.1f} | {bt/sm:.3f} | "
           f"{(w / b if sched == 'zb-h1' and b > 0 else float('nan')):.3f} | {float(r['tokens_per_s_median']):.0f} | "
           f"{measured.max() / 2**20:.1f} | {predicted.max() / 2**20:.1f} | {worst:.3f} |")
 PY

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,8 @@ struct PipelineInfo {
   double bubble_fraction_theory = 0.0;        // the schedule's theory (bubble_theory)
   std::string schedule;                       // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
   int64_t virtual_chunks = 1;                 // V: model chunks per stage
+  // The schedule's table on the ideal clock at the run's measured per-chunk F/B/W (NaN: absent)
+  double bubble_fraction_simulated = std::numeric_limits<double>::quiet_NaN();
   std::string split;                          // "uniform" | "params" | "balanced" | "L0,L1,..."
   int64_t micro_batches = 0;
 };

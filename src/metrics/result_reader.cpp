@@ -289,6 +289,8 @@ std::optional<PipelineInfo> ResultReader::pipeline() const {
     p.micro_batches = h5::read_attr_int(g, schema::kMicroBatches);
     if (h5::has_attr(g, schema::kVirtualChunks))  // files before 2026-11-25 lack it (V = 1)
       p.virtual_chunks = h5::read_attr_int(g, schema::kVirtualChunks);
+    if (h5::has_attr(g, schema::kBubbleFractionSimulated))
+      p.bubble_fraction_simulated = h5::read_attr_double(g, schema::kBubbleFractionSimulated);
     return std::optional<PipelineInfo>(std::move(p));
   });
 }

@@ -603,6 +603,7 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   MPI_Bcast(&p.bubble_fraction_theory, 1, MPI_DOUBLE, 0, s.comm);
   MPI_Bcast(&p.micro_batches, 1, MPI_INT64_T, 0, s.comm);
   MPI_Bcast(&p.virtual_chunks, 1, MPI_INT64_T, 0, s.comm);
+  MPI_Bcast(&p.bubble_fraction_simulated, 1, MPI_DOUBLE, 0, s.comm);
 
   const hid_t root = s.file.get();
   h5::Handle g =
@@ -620,6 +621,7 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   h5::write_attr(g, schema::kSplit, p.split);
   h5::write_attr(g, schema::kMicroBatches, p.micro_batches);
   h5::write_attr(g, schema::kVirtualChunks, p.virtual_chunks);
+  h5::write_attr(g, schema::kBubbleFractionSimulated, p.bubble_fraction_simulated);
   s.flush_file();
 }
 

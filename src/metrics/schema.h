@@ -152,6 +152,10 @@ inline constexpr const char* kBubbleFractionTheory = "bubble_fraction_theory";
 inline constexpr const char* kSchedule = "schedule";  // string gpipe|1f1b|interleaved|zb-h1
 // int64 V: model chunks per stage (--pp-virtual); absent in files before 2026-11-25 (V = 1)
 inline constexpr const char* kVirtualChunks = "virtual_chunks";
+// float64: the schedule's table run on an ideal clock (no message latency) at this run's measured
+// per-chunk F, B, W: the theory with the stages as (un)balanced as they were; absent before
+// 2026-11-25
+inline constexpr const char* kBubbleFractionSimulated = "bubble_fraction_simulated";
 inline constexpr const char* kSplit = "split";                          // string
 inline constexpr const char* kMicroBatches = "micro_batches";           // int64
 

@@ -184,7 +184,9 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
     mine.idle_s /= n;
     mine.wall_s /= n;
     mine.compute_cpu_s /= n;
+    for (auto& k : mine.chunks) k = {k.f / n, k.b / n, k.w / n};
   }
+  mine.chunks.resize(size_t(chunks_), PipeCosts{0.0, 0.0, 0.0});
   // A stage's blocks: from its first chunk's first to its last chunk's end (with V > 1 the
   // chunks are not adjacent: PipelineInfo::stage_first_layer lists every virtual stage).
   mine.first_block = split_.first_block[size_t(stage_)];
@@ -192,11 +194,12 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
   mine.predicted_cost = 0.0;
   for (int c = 0; c < chunks_; ++c)
     mine.predicted_cost += split_.stage_cost[size_t(c * stages_ + stage_)];
-  constexpr int64_t kFields = 9;
-  at::Tensor local = at::tensor({double(mine.first_block), double(mine.end_block),
-                                 mine.predicted_cost, mine.forward_s, mine.backward_s,
-                                 mine.weight_s, mine.idle_s, mine.wall_s, mine.compute_cpu_s},
-                                at::kDouble)
+  const int64_t kFields = 9 + 3 * chunks_;
+  std::vector<double> fields{double(mine.first_block), double(mine.end_block),
+                             mine.predicted_cost, mine.forward_s, mine.backward_s,
+                             mine.weight_s, mine.idle_s, mine.wall_s, mine.compute_cpu_s};
+  for (const auto& k : mine.chunks) fields.insert(fields.end(), {k.f, k.b, k.w});
+  at::Tensor local = at::tensor(fields, at::kDouble)
                          .to(scalar_options_for(*mesh_->pp_comm(), at::kDouble).device());
   at::Tensor all = at::zeros({stages_ * kFields}, scalar_options_for(*mesh_->pp_comm(), at::kDouble));
   if (stages_ > 1)
@@ -209,7 +212,10 @@ std::vector<StageRecord> PipelineStrategy::stage_records() {
   for (int s = 0; s < stages_; ++s) {
     const int64_t o = s * kFields;
     out[size_t(s)] = {int64_t(a[o]), int64_t(a[o + 1]), a[o + 2], a[o + 3], a[o + 4], a[o + 5],
-                      a[o + 6], a[o + 7], a[o + 8]};
+                      a[o + 6], a[o + 7], a[o + 8], {}};
+    for (int k = 0; k < chunks_; ++k)
+      out[size_t(s)].chunks.push_back(
+          {a[o + 9 + 3 * k], a[o + 10 + 3 * k], a[o + 11 + 3 * k]});
   }
   return out;
 }
@@ -234,6 +240,17 @@ metrics::PipelineInfo PipelineStrategy::pipeline_info() {
   // (only zero bubble's depends on them; the others are (p - 1) / V / ((p - 1) / V + M)).
   info.bubble_fraction_theory =
       M > 0 ? bubble_theory(schedule_spec(M), f / M, b / M, w / M) : 0.0;
+  // The same table on the ideal clock at this run's own per-chunk costs: what the schedule
+  // gives with the stages and chunks as (un)balanced as they were, without message latency.
+  if (M > 0) {
+    std::vector<PipeCosts> costs(size_t(stages_ * chunks_));
+    for (int s = 0; s < stages_; ++s)
+      for (int k = 0; k < chunks_; ++k) {
+        const PipeCosts& sum = records[size_t(s)].chunks[size_t(k)];
+        costs[size_t(k * stages_ + s)] = {sum.f / M, sum.b / M, sum.w / M};
+      }
+    info.bubble_fraction_simulated = simulate(schedule_spec(M), costs).bubble_fraction();
+  }
   info.schedule = options_.pp_schedule;
   info.virtual_chunks = chunks_;
   info.split = split_.method;
@@ -250,6 +267,7 @@ void PipelineStrategy::record_step(double forward_s, double backward_s, double w
   r.wall_s = wall_s;
   r.compute_cpu_s = compute_cpu_s;
   r.idle_s = std::max(0.0, wall_s - forward_s - backward_s);
+  r.chunks = chunk_step_;
   if (steps_run_++ == 0) {
     first_step_ = r;
     return;
@@ -260,6 +278,12 @@ void PipelineStrategy::record_step(double forward_s, double backward_s, double w
   measured_sum_.idle_s += r.idle_s;
   measured_sum_.wall_s += r.wall_s;
   measured_sum_.compute_cpu_s += r.compute_cpu_s;
+  measured_sum_.chunks.resize(chunk_step_.size(), PipeCosts{0.0, 0.0, 0.0});
+  for (size_t k = 0; k < chunk_step_.size(); ++k) {
+    measured_sum_.chunks[k].f += chunk_step_[k].f;
+    measured_sum_.chunks[k].b += chunk_step_[k].b;
+    measured_sum_.chunks[k].w += chunk_step_[k].w;
+  }
   ++measured_steps_;
 }
 

@@ -49,6 +49,7 @@ struct StageRecord {
   double idle_s = 0.0;          // schedule wall time minus compute (waiting for neighbours)
   double wall_s = 0.0;          // schedule wall time of one step
   double compute_cpu_s = 0.0;   // thread CPU seconds of all forwards + backwards of one step
+  std::vector<PipeCosts> chunks;  // [V]: seconds of one step's F, B (BW: b + w) and W per chunk
   double bubble_fraction() const { return wall_s > 0 ? idle_s / wall_s : 0.0; }
 };
 
@@ -131,6 +132,7 @@ class PipelineStrategy : public Strategy {
   int64_t step_ = 0;
   PhaseTimes* times_ = nullptr;
   double weight_s_ = 0.0;  // this step's W compute so far
+  std::vector<PipeCosts> chunk_step_;  // [V]: this step's F, B and W seconds per chunk
 
   // Measured per-step sums (steps after the first) for stage_records().
   StageRecord measured_sum_;

@@ -84,7 +84,7 @@ void PipelineStrategy::forward_step(int c, int m, bool with_grad) {
     if (with_grad) x.requires_grad_(true);
     f.input = x;
   }
-  const double cpu0 = thread_cpu_s();
+  const double cpu0 = thread_cpu_s(), forward0 = times_->forward_s;
   {
     ComputeTimer timer(times_->forward_s);  // tp all-reduces inside are waits, not compute
     auto span = compute_span(options_.recorder, "forward", step_, m);
@@ -106,6 +106,7 @@ void PipelineStrategy::forward_step(int c, int m, bool with_grad) {
     }
   }
   compute_cpu_s_ += thread_cpu_s() - cpu0;
+  chunk_step_[size_t(c)].f += times_->forward_s - forward0;
   if (!with_grad) f = InFlight{};
 }
 
@@ -120,7 +121,7 @@ void PipelineStrategy::backward_step(int c, int m, bool split) {
                         torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
     pp.recv_async(grad, need.from_stage, need.tag)->wait();
   }
-  const double cpu0 = thread_cpu_s();
+  const double cpu0 = thread_cpu_s(), backward0 = times_->backward_s;
   {
     ComputeTimer timer(times_->backward_s);
     auto span = compute_span(options_.recorder, split ? "backward_input" : "backward", step_, m);
@@ -147,6 +148,7 @@ void PipelineStrategy::backward_step(int c, int m, bool split) {
     }
   }
   compute_cpu_s_ += thread_cpu_s() - cpu0;
+  chunk_step_[size_t(c)].b += times_->backward_s - backward0;  // BW: b + w together
   if (split) {
     f.input = torch::Tensor();  // the graph lives on in f.split until W
     f.output = torch::Tensor();
@@ -169,6 +171,7 @@ void PipelineStrategy::weight_step(int c, int m) {
   }
   times_->backward_s += weight_s;
   weight_s_ += weight_s;
+  chunk_step_[size_t(c)].w += weight_s;
   compute_cpu_s_ += thread_cpu_s() - cpu0;
   f = InFlight{};  // frees the graph this micro-batch kept from B
 }
@@ -210,6 +213,7 @@ double PipelineStrategy::forward_backward(const std::vector<MicroBatch>& micro_b
   loss_sum_ = 0.0;
   compute_cpu_s_ = 0.0;
   weight_s_ = 0.0;
+  chunk_step_.assign(size_t(chunks_), PipeCosts{0.0, 0.0, 0.0});
   last_micro_batches_ = M;
   inflight_.clear();
   inflight_.resize(size_t(chunks_) * size_t(M));

@@ -208,8 +208,8 @@ double PipeSimulation::bubble_fraction() const {
 
 PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& costs) {
   const int p = spec.stages, G = spec.virtual_stages(), M = spec.micro_batches;
-  if (costs.empty() || (costs.size() != 1 && int(costs.size()) != p))
-    throw std::logic_error("simulate: costs must have 1 or p entries");
+  if (costs.empty() || (costs.size() != 1 && int(costs.size()) != p && int(costs.size()) != G))
+    throw std::logic_error("simulate: costs must have 1, p or p V entries");
   std::vector<std::vector<PipeAction>> lists;
   for (int s = 0; s < p; ++s) lists.push_back(stage_actions(spec, s));
   // When each virtual stage's forward and input-gradient backward of a micro-batch ends.
@@ -224,10 +224,12 @@ PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& cost
   while (remaining > 0) {
     bool progress = false;
     for (int s = 0; s < p; ++s) {
-      const PipeCosts& c = costs.size() == 1 ? costs[0] : costs[size_t(s)];
       while (next[size_t(s)] < lists[size_t(s)].size()) {
         const PipeAction& a = lists[size_t(s)][next[size_t(s)]];
         const int g = spec.virtual_stage(s, a.chunk);
+        const PipeCosts& c = costs.size() == 1         ? costs[0]
+                             : int(costs.size()) == G ? costs[size_t(g)]
+                                                      : costs[size_t(s)];
         double ready = free_at[size_t(s)];
         const PipeMessage need = message_needed(spec, s, a);
         if (need.valid) {

@@ -113,7 +113,8 @@ struct PipeSimulation {
 };
 
 // Runs every stage's actions on an ideal clock (messages take no time; an action starts when
-// its stage is free and what it needs has arrived). costs: one entry per stage, or one for all.
+// its stage is free and what it needs has arrived). costs: one entry for all, one per stage
+// (applied to each of its chunks), or one per virtual stage g = c p + s (p V entries).
 // Throws std::logic_error if the tables deadlock (a generator bug).
 PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& costs);
 

@@ -135,3 +135,19 @@ TEST_CASE("pipeline schedules: combinations that cannot run are user errors",
   CHECK_THROWS_AS(validate_schedule(spec("interleaved", 1, 4, 2)), hlp::UserError);
   CHECK_NOTHROW(validate_schedule(spec("interleaved", 4, 8, 2)));
 }
+
+TEST_CASE("pipeline schedules: the ideal clock takes per-chunk costs (a run's own theory)",
+          "[parallel][schedule]") {
+  const auto inter = spec("interleaved", 2, 8, 2);
+  const PipeCosts c{0.5, 0.6, 0.4};
+  // one entry for every virtual stage, all equal: the same clock as one entry for all
+  const std::vector<PipeCosts> same(4, c);
+  CHECK(simulate(inter, same).makespan == Approx(simulate(inter, {c}).makespan).margin(1e-12));
+  // unequal stages: the lighter stage idles for the difference, above the closed form
+  const auto one = spec("1f1b", 2, 8);
+  const PipeSimulation uneven = simulate(one, {{1.0, 2.0, 0.0}, {1.2, 2.4, 0.0}});
+  CHECK(uneven.bubble_fraction() > bubble_theory(one, 1.1, 2.2, 0.0));
+  CHECK(uneven.busy[0] == Approx(8 * 3.0));
+  CHECK(uneven.busy[1] == Approx(8 * 3.6));
+  CHECK_THROWS_AS(simulate(inter, std::vector<PipeCosts>(3, c)), std::logic_error);
+}
