@@ -63,17 +63,30 @@ double median_of(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double run_trace_bubble(const RunData& run, int64_t warmup_steps) {
-  const auto& tb = run.trace_bubble;
-  const size_t steps = run.step_numbers.size();
-  if (steps == 0 || tb.sum.size() != steps || tb.count.size() != steps) return kNaN;
+namespace {
+
+double mean_over_used_steps(const std::vector<double>& sums, const std::vector<int64_t>& counts,
+                            size_t steps, int64_t warmup_steps) {
+  if (steps == 0 || sums.size() != steps || counts.size() != steps) return kNaN;
   double sum = 0.0;
   int64_t count = 0;
   for (size_t s = first_used_step(steps, warmup_steps); s < steps; ++s) {
-    sum += tb.sum[s];
-    count += tb.count[s];
+    sum += sums[s];
+    count += counts[s];
   }
   return count > 0 ? sum / double(count) : kNaN;
+}
+
+}  // namespace
+
+double run_trace_bubble(const RunData& run, int64_t warmup_steps) {
+  return mean_over_used_steps(run.trace_bubble.sum, run.trace_bubble.count,
+                              run.step_numbers.size(), warmup_steps);
+}
+
+double run_trace_bubble_replay(const RunData& run, int64_t warmup_steps) {
+  return mean_over_used_steps(run.trace_bubble.replay_sum, run.trace_bubble.replay_count,
+                              run.step_numbers.size(), warmup_steps);
 }
 
 int64_t ConfigRow::world_size() const { return config_int("world_size"); }
@@ -104,7 +117,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     row.config = members.front()->config;
     std::map<std::string, std::vector<double>> pool;
     std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory,
-        bubble_simulated, last_losses;
+        bubble_simulated, bubbles_replay, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
     double peak = kNaN, skipped = kNaN;
     for (const RunData* r : members) {
@@ -149,6 +162,8 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
       if (r->bubble_fraction_simulated) bubble_simulated.push_back(*r->bubble_fraction_simulated);
       const double trace_bubble = run_trace_bubble(*r, warmup_steps);
       if (!std::isnan(trace_bubble)) bubbles_trace.push_back(trace_bubble);
+      const double replayed = run_trace_bubble_replay(*r, warmup_steps);
+      if (!std::isnan(replayed)) bubbles_replay.push_back(replayed);
     }
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;
@@ -158,6 +173,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     row.bubble_fraction = median_of(bubbles);
     row.bubble_fraction_theory = median_of(bubble_theory);
     row.bubble_fraction_simulated = median_of(bubble_simulated);
+    row.bubble_fraction_replay = median_of(bubbles_replay);
     row.bubble_fraction_trace = median_of(bubbles_trace);
     double loss_total = 0.0;
     for (double l : last_losses) loss_total += l;

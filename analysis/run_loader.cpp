@@ -223,7 +223,10 @@ RunData load_one(const std::string& path) {
     std::vector<std::vector<metrics::TraceEvent>> events(static_cast<size_t>(reader.world_size()));
     for (int r = 0; r < reader.world_size(); ++r) events[static_cast<size_t>(r)] = reader.trace(r);
     try {
-      run.trace_bubble = trace_bubble(events, {mesh[0], mesh[1], mesh[2]}, run.step_numbers);
+      const ScheduleInfo schedule{pipeline->schedule, pipeline->virtual_chunks,
+                                  pipeline->micro_batches};
+      run.trace_bubble =
+          trace_bubble(events, {mesh[0], mesh[1], mesh[2]}, run.step_numbers, &schedule);
     } catch (const UserError& e) {
       throw user_error("'", path, "': ", e.what());
     }

@@ -57,6 +57,7 @@ const std::vector<MetricColumn>& metric_columns() {
     c.push_back({"bubble_fraction_trace", [](const ConfigRow& r) { return r.bubble_fraction_trace; }});
     c.push_back({"bubble_fraction_theory", [](const ConfigRow& r) { return r.bubble_fraction_theory; }});
     c.push_back({"bubble_fraction_simulated", [](const ConfigRow& r) { return r.bubble_fraction_simulated; }});
+    c.push_back({"bubble_fraction_replay", [](const ConfigRow& r) { return r.bubble_fraction_replay; }});
     c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
     c.push_back({"skipped_steps", [](const ConfigRow& r) { return r.skipped_steps; }});
     c.push_back({"oversubscribed_runs", [](const ConfigRow& r) { return double(r.oversubscribed_runs); }});

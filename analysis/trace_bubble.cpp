@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace hlp::analysis {
 namespace {
@@ -41,7 +43,8 @@ double union_length(Intervals intervals) {
 
 TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& events_per_rank,
                          const std::array<int64_t, 3>& mesh,
-                         const std::vector<int64_t>& step_numbers) {
+                         const std::vector<int64_t>& step_numbers,
+                         const ScheduleInfo* schedule) {
   const int64_t dp = mesh[0], pp = mesh[1], tp = mesh[2];
   int64_t ranks = 0;  // the mesh comes from the file: its product may overflow
   if (dp < 1 || pp < 1 || tp < 1 || __builtin_mul_overflow(dp, pp, &ranks) ||
@@ -64,6 +67,26 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
   TraceBubble out;
   out.sum.assign(steps, 0.0);
   out.count.assign(steps, 0);
+  out.replay_sum.assign(steps, 0.0);
+  out.replay_count.assign(steps, 0);
+  // The tables to replay, when the file names a schedule they can be built for (a damaged
+  // /pipeline only loses the replay).
+  std::optional<parallel::PipeSpec> spec;
+  int64_t actions_per_stage = -1;
+  if (schedule && pp <= std::numeric_limits<int>::max() &&
+      schedule->virtual_chunks >= 1 && schedule->virtual_chunks <= 1 << 16 &&
+      schedule->micro_batches >= 1 && schedule->micro_batches <= 1 << 20) {
+    parallel::PipeSpec s;
+    s.schedule = schedule->schedule;
+    s.stages = int(pp);
+    s.chunks = int(schedule->virtual_chunks);
+    s.micro_batches = int(schedule->micro_batches);
+    try {
+      actions_per_stage = parallel::stage_action_count(s);
+      spec = s;
+    } catch (const UserError&) {
+    }
+  }
   bool any_span = false;
   for (const auto& rank_spans : spans)
     for (const auto& s : rank_spans) any_span = any_span || !s.empty();
@@ -88,10 +111,25 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
           ++out.left_out;
           continue;
         }
+        bool replayable = spec.has_value();
+        std::vector<std::vector<double>> durations;
         for (int64_t i = 0; i < pp; ++i) {
-          const double busy_s = union_length(spans[size_t((d * pp + i) * tp + t)][col]);
+          Intervals s = spans[size_t((d * pp + i) * tp + t)][col];
+          const double busy_s = union_length(s);
           out.sum[col] += 1.0 - busy_s / window_s;
           out.count[col] += 1;
+          replayable = replayable && int64_t(s.size()) == actions_per_stage;
+          if (!replayable) continue;
+          std::sort(s.begin(), s.end());
+          durations.emplace_back();
+          for (const auto& [start, end] : s) durations.back().push_back(std::max(0.0, end - start));
+        }
+        if (replayable) {
+          const parallel::PipeSimulation sim = parallel::replay(*spec, durations);
+          for (double idle : sim.idle) {
+            out.replay_sum[col] += sim.makespan > 0 ? idle / sim.makespan : 0.0;
+            out.replay_count[col] += 1;
+          }
         }
       }
   return out;

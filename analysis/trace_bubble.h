@@ -13,8 +13,15 @@
 //
 // A (pipeline, step) in which some stage has no such span (its events were not recorded) has no
 // common window and is left out whole; so is one whose window has zero length.
+//
+// Replay (when the file names its schedule): each stage's spans of the step, in time order, are
+// the durations of its schedule table's actions (parallel/pipeline_schedule.h); the tables run
+// on the ideal clock at exactly those durations give the bubble the schedule's dependencies
+// alone make of them. measured - replayed is what the run added: message latency and waits
+// outside the table. A step whose span counts do not match the tables is not replayed.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,13 +36,23 @@ struct TraceBubble {
   std::vector<double> sum;     // [steps]
   std::vector<int64_t> count;  // [steps]
   int64_t left_out = 0;        // (pipeline, step) pairs without a common window (see above)
+  std::vector<double> replay_sum;     // [steps]: the replayed bubbles (see above), summed
+  std::vector<int64_t> replay_count;  // [steps]
+};
+
+// The schedule a file's pipeline ran (/pipeline): enough to rebuild its tables.
+struct ScheduleInfo {
+  std::string schedule;
+  int64_t virtual_chunks = 1, micro_batches = 0;
 };
 
 // events_per_rank[r]: the trace of world rank r; mesh = {dp, pp, tp}; step_numbers: /steps/step.
 // All zero counts when the file has no forward/backward spans (tracing was off).
+// schedule: nullptr, or what to replay (replay_* stay zero when absent or not replayable).
 TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& events_per_rank,
                          const std::array<int64_t, 3>& mesh,
-                         const std::vector<int64_t>& step_numbers);
+                         const std::vector<int64_t>& step_numbers,
+                         const ScheduleInfo* schedule = nullptr);
 
 // Total length covered by [start, end) intervals (overlaps counted once).
 double union_length(std::vector<std::pair<double, double>> intervals);

@@ -206,10 +206,12 @@ double PipeSimulation::bubble_fraction() const {
   return sum / double(idle.size());
 }
 
-PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& costs) {
+namespace {
+
+// The ideal clock over every stage's table; duration(s, i, action) gives each action's time.
+PipeSimulation run_clock(const PipeSpec& spec,
+                         const std::function<double(int, size_t, const PipeAction&)>& duration) {
   const int p = spec.stages, G = spec.virtual_stages(), M = spec.micro_batches;
-  if (costs.empty() || (costs.size() != 1 && int(costs.size()) != p && int(costs.size()) != G))
-    throw std::logic_error("simulate: costs must have 1, p or p V entries");
   std::vector<std::vector<PipeAction>> lists;
   for (int s = 0; s < p; ++s) lists.push_back(stage_actions(spec, s));
   // When each virtual stage's forward and input-gradient backward of a micro-batch ends.
@@ -227,9 +229,6 @@ PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& cost
       while (next[size_t(s)] < lists[size_t(s)].size()) {
         const PipeAction& a = lists[size_t(s)][next[size_t(s)]];
         const int g = spec.virtual_stage(s, a.chunk);
-        const PipeCosts& c = costs.size() == 1         ? costs[0]
-                             : int(costs.size()) == G ? costs[size_t(g)]
-                                                      : costs[size_t(s)];
         double ready = free_at[size_t(s)];
         const PipeMessage need = message_needed(spec, s, a);
         if (need.valid) {
@@ -239,10 +238,7 @@ PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& cost
           if (t == kNotYet) break;  // not arrived yet: try the other stages
           ready = std::max(ready, t);
         }
-        const double d = a.op == PipeOp::F    ? c.f
-                         : a.op == PipeOp::BW ? c.b + c.w
-                         : a.op == PipeOp::B  ? c.b
-                                              : c.w;
+        const double d = duration(s, next[size_t(s)], a);
         free_at[size_t(s)] = ready + d;
         sim.busy[size_t(s)] += d;
         if (a.op == PipeOp::F) f_end[size_t(g * M + a.micro)] = ready + d;
@@ -260,6 +256,41 @@ PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& cost
   sim.makespan = *std::max_element(free_at.begin(), free_at.end());
   for (int s = 0; s < p; ++s) sim.idle.push_back(sim.makespan - sim.busy[size_t(s)]);
   return sim;
+}
+
+}  // namespace
+
+PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& costs) {
+  const int p = spec.stages, G = spec.virtual_stages();
+  if (costs.empty() || (costs.size() != 1 && int(costs.size()) != p && int(costs.size()) != G))
+    throw std::logic_error("simulate: costs must have 1, p or p V entries");
+  return run_clock(spec, [&](int s, size_t, const PipeAction& a) {
+    const int g = spec.virtual_stage(s, a.chunk);
+    const PipeCosts& c = costs.size() == 1         ? costs[0]
+                         : int(costs.size()) == G ? costs[size_t(g)]
+                                                  : costs[size_t(s)];
+    return a.op == PipeOp::F    ? c.f
+           : a.op == PipeOp::BW ? c.b + c.w
+           : a.op == PipeOp::B  ? c.b
+                                : c.w;
+  });
+}
+
+int64_t stage_action_count(const PipeSpec& spec) {
+  validate_schedule(spec);
+  const int64_t units = int64_t(spec.micro_batches) * spec.chunks;
+  return spec.splits_backward() ? 3 * units : 2 * units;
+}
+
+PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double>>& durations) {
+  if (int(durations.size()) != spec.stages)
+    throw std::invalid_argument("replay: one duration list per stage");
+  const int64_t n = stage_action_count(spec);
+  for (const auto& d : durations)
+    if (int64_t(d.size()) != n)
+      throw std::invalid_argument("replay: " + std::to_string(d.size()) + " durations for a " +
+                                  "table of " + std::to_string(n) + " actions");
+  return run_clock(spec, [&](int s, size_t i, const PipeAction&) { return durations[size_t(s)][i]; });
 }
 
 double bubble_theory(const PipeSpec& spec, double f, double b, double w) {

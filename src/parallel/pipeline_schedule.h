@@ -118,6 +118,16 @@ struct PipeSimulation {
 // Throws std::logic_error if the tables deadlock (a generator bug).
 PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& costs);
 
+// The same clock with the duration of every action given: durations[s][i] is how long action i
+// of stage s's table took (a step's trace, replayed: what the table's dependencies alone make of
+// the measured durations, without message latency). Throws std::invalid_argument when a stage's
+// list does not have its table's length.
+PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double>>& durations);
+
+// The length of stage s's table without building it (M F and M V backward units...), to check
+// input before generating a table whose size comes from a file.
+int64_t stage_action_count(const PipeSpec& spec);
+
 // The closed-form bubble fraction of the schedule for per-stage costs f, b, w of one
 // micro-batch through the whole stage (all its chunks).
 double bubble_theory(const PipeSpec& spec, double f, double b, double w);

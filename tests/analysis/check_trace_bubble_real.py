@@ -8,7 +8,12 @@ trace must behave like a pipeline bubble:
   - m = 2, 4: not far from (p-1)/(m+p-1): stage imbalance and communication add idle time,
     while two ranks sharing busy cores stretch overlapping spans and take some away;
   - m = 4 idles a smaller share of the step than m = 1.
-Prints trace / in-process / theory for each m.
+Then 1f1b, interleaved (V = 2) and zb-h1 at m = 4, and for every run the replay
+(bubble_fraction_replay: the trace's own span durations run through the schedule's tables on
+the ideal clock): it exists for every schedule, is exactly 1/2 for gpipe at m = 1 (four spans in
+sequence on two stages), and never exceeds the measured bubble (the same durations without
+message latency), up to the clock alignment error.
+Prints trace / in-process / replay / theory for each run.
 Usage: check_trace_bubble_real.py MPIEXEC HLP_TRAIN HLP_ANALYZE OUTDIR"""
 import csv
 import io
@@ -25,20 +30,28 @@ MPIEXEC, TRAIN, ANALYZE, OUT = sys.argv[1:5]
 
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
-for m in (1, 2, 4):
-    name = os.path.join(OUT, f"gpipe-m{m}")
-    cmd = [MPIEXEC, "-n", "2", TRAIN, "--strategy", "pp", "--pp-schedule", "gpipe",
+
+def train(name, schedule, m, *extra):
+    cmd = [MPIEXEC, "-n", "2", TRAIN, "--strategy", "pp", "--pp-schedule", schedule,
            "--micro-batches", str(m), "--steps", "5", "--seq-len", "32", "--loader-threads", "1",
-           "--out", name + ".h5"]
+           "--out", os.path.join(OUT, name + ".h5"), *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
-    open(name + ".log", "w").write(p.stdout + p.stderr)
+    open(os.path.join(OUT, name + ".log"), "w").write(p.stdout + p.stderr)
     if p.returncode != 0:
         print(p.stdout, p.stderr, file=sys.stderr)
-        sys.exit(f"hlp-train m={m} failed ({p.returncode})")
+        sys.exit(f"hlp-train {name} failed ({p.returncode})")
 
-p = subprocess.run([ANALYZE, "table", OUT, "--csv"], capture_output=True, text=True, timeout=60)
-expect(p.returncode == 0, f"table exit {p.returncode}: {p.stderr}")
-rows = {int(r["micro_batches"]): r for r in csv.DictReader(io.StringIO(p.stdout))}
+
+def table(path):
+    p = subprocess.run([ANALYZE, "table", path, "--csv"], capture_output=True, text=True,
+                       timeout=60)
+    expect(p.returncode == 0, f"table exit {p.returncode}: {p.stderr}")
+    return list(csv.DictReader(io.StringIO(p.stdout)))
+
+
+for m in (1, 2, 4):
+    train(f"gpipe-m{m}", "gpipe", m)
+rows = {int(r["micro_batches"]): r for r in table(OUT)}
 expect(sorted(rows) == [1, 2, 4], f"one row per micro-batch count: {sorted(rows)}")
 
 
@@ -61,5 +74,25 @@ expect(0.48 <= val(1, "bubble_fraction_trace") < 0.85,
 expect(val(4, "bubble_fraction_trace") < val(1, "bubble_fraction_trace"),
        f"more micro-batches, smaller bubble: m=4 {val(4, 'bubble_fraction_trace')} < "
        f"m=1 {val(1, 'bubble_fraction_trace')}")
+
+expect(abs(val(1, "bubble_fraction_replay") - 0.5) < 1e-9,
+       f"m=1 gpipe replayed: four spans in sequence on two stages idle exactly half: "
+       f"{val(1, 'bubble_fraction_replay')}")
+
+SCHEDULES = os.path.join(OUT, "schedules")
+os.makedirs(SCHEDULES)
+for schedule, extra in (("1f1b", []), ("interleaved", ["--pp-virtual", "2"]), ("zb-h1", [])):
+    train(os.path.join("schedules", schedule), schedule, 4, *extra)
+runs = list(rows.values()) + table(SCHEDULES)
+print("pp=2 run                         trace   replay   theory")
+for r in runs:
+    name = f"{r['pp_schedule']} V={r['pp_virtual']} m={r['micro_batches']}"
+    trace, replay, theory = (float(r[c]) for c in
+                             ("bubble_fraction_trace", "bubble_fraction_replay",
+                              "bubble_fraction_theory"))
+    print(f"  {name:30} {trace:.4f}  {replay:.4f}   {theory:.4f}")
+    expect(0 < replay < 1, f"{name}: replayed bubble {replay} in (0, 1)")
+    expect(replay <= trace + 0.02,
+           f"{name}: the replay (no message latency) {replay} <= the measured {trace} + 0.02")
 
 finish("check_trace_bubble_real")

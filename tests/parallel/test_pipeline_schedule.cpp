@@ -151,3 +151,27 @@ TEST_CASE("pipeline schedules: the ideal clock takes per-chunk costs (a run's ow
   CHECK(uneven.busy[1] == Approx(8 * 3.6));
   CHECK_THROWS_AS(simulate(inter, std::vector<PipeCosts>(3, c)), std::logic_error);
 }
+
+TEST_CASE("pipeline schedules: a replay of measured durations runs the same clock",
+          "[parallel][schedule]") {
+  for (const auto& s : all_specs()) {
+    INFO(name(s));
+    // every action at its table's cost: the replay is the simulation
+    const PipeCosts c{1.0, 1.5, 0.5};
+    std::vector<std::vector<double>> durations;
+    for (int stage = 0; stage < s.stages; ++stage) {
+      durations.emplace_back();
+      for (const auto& a : stage_actions(s, stage))
+        durations.back().push_back(a.op == PipeOp::F    ? c.f
+                                   : a.op == PipeOp::BW ? c.b + c.w
+                                   : a.op == PipeOp::B  ? c.b
+                                                        : c.w);
+      CHECK(int64_t(durations.back().size()) == stage_action_count(s));
+    }
+    CHECK(replay(s, durations).makespan == Approx(simulate(s, {c}).makespan).margin(1e-12));
+  }
+  // gpipe, one micro-batch, two stages: F0 F1 B1 B0 in sequence, each stage idle half the time
+  const auto one = spec("gpipe", 2, 1);
+  CHECK(replay(one, {{1.0, 3.0}, {2.0, 4.0}}).bubble_fraction() == Approx(0.5));
+  CHECK_THROWS_AS(replay(one, {{1.0}, {2.0, 4.0}}), std::invalid_argument);
+}
