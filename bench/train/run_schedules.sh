@@ -6,9 +6,10 @@
 #   measured from the trace against the schedule's own theory two ways: the closed form
 #   (docs/strategies.md; equal stages and chunks; zero bubble's at the run's mean F, B and W) and
 #   the schedule's table on the ideal clock at the run's measured per-chunk F, B, W
-#   (bubble_fraction_simulated: the stages as unbalanced as they were, no message latency); the
-#   measured W share of the backward, tokens/s, and each stage's activation peak measured against
-#   its prediction.
+#   (bubble_fraction_simulated: the stages as unbalanced as they were, no message latency), and
+#   the replay of every step's own span durations through the tables (bubble_fraction_replay:
+#   the duration jitter too; trace / replay is what message latency adds); the measured W share
+#   of the backward, tokens/s, and each stage's activation peak measured against its prediction.
 #
 # usage: bench/train/run_schedules.sh [BUILD_DIR] [OUT_DIR] [RANKS]
 #   BUILD_DIR  holds bin/hlp-train and bin/hlp-analyze (default: <repo>/build)
@@ -68,8 +69,8 @@ rows = {}
 with open(os.path.join(out, "table.csv")) as f:
     for r in csv.DictReader(f):
         rows[(r["lora_rank"], r["pp_schedule"], r["micro_batches"])] = r
-print("| finetune | schedule | m | bubble trace % | closed form % | trace / closed form | simulated % | trace / simulated | W / (B+W) | tokens/s | activation peak MiB (max stage) | predicted MiB | measured / predicted (worst stage) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| finetune | schedule | m | bubble trace % | closed form % | trace / closed form | simulated % | trace / simulated | replay % | trace / replay | W / (B+W) | tokens/s | activation peak MiB (max stage) | predicted MiB | measured / predicted (worst stage) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sorted(glob.glob(os.path.join(out, "*.h5"))):
     name = os.path.basename(path)[:-3]
     tune, rest = name.split("_", 1)
@@ -91,8 +92,9 @@ for path in sorted(glob.glob(os.path.join(out, "*.h5"))):
                 if n_ in ("backward_weight", "backward_input", "backward"): b += d_
     r = next(v for k, v in rows.items() if k[1] == sched and k[2] == m and (k[0] == "0") == (tune == "full"))
     bt, th = float(r["bubble_fraction_trace"]), float(r["bubble_fraction_theory"])
-    sm = float(r["bubble_fraction_simulated"])
+    sm, rp = float(r["bubble_fraction_simulated"]), float(r["bubble_fraction_replay"])
     print(f"| {tune} | {sched} | {m} | {100*bt:.1f} | {100*th:.1f} | {bt/th:.3f} | {100*sm:.1f} | {bt/sm:.3f} | "
+          f"{100*rp:.1f} | {bt/rp:.3f} | "
           f"{(w / b if sched == 'zb-h1' and b > 0 else float('nan')):.3f} | {float(r['tokens_per_s_median']):.0f} | "
           f"{measured.max() / 2**20:.1f} | {predicted.max() / 2**20:.1f} | {worst:.3f} |")
 PY
