@@ -91,7 +91,8 @@ inline constexpr const char* kMfuExecuted = "mfu_executed";  // FLOPs actually r
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kGradNorm = "grad_norm";      // global L2 norm before clipping
 // hlp-train's extra step metric (WriterOptions::extra_metrics; absent in older files): the
-// rank's predicted activation peak (train/activation_model.h), NaN where not modelled (tp).
+// rank's predicted activation peak (train/activation_model.h), NaN where the probe could not
+// run (no allocator counter).
 inline constexpr const char* kActivationPredicted = "activation_predicted_bytes";
 inline constexpr const char* kStepEnd = "step_end_s";      // aligned time the step ended (s)
 // The rest of the step's wall time on the compute thread (docs/results-schema.md: the step

@@ -154,6 +154,17 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
   return profile;
 }
 
+model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp) {
+  model::ModelConfig c = config;
+  if (tp <= 1) return c;
+  c.attn_heads /= tp;
+  c.attn_kv_heads /= tp;
+  c.gdn_heads /= tp;
+  c.mlp_hidden /= tp;
+  if (c.gdn_dconv_reduction % tp == 0) c.gdn_dconv_reduction /= tp;
+  return c;
+}
+
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
                                  int64_t first_block, int64_t end_block, bool has_head) {
   const bool checkpointing = config.activation_checkpointing;

@@ -15,7 +15,10 @@
 // The trainer adds the strategy's own working set (Strategy::working_set_bytes(): fsdp's gathered
 // units), which the measured activation_bytes hold too.
 // in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
-// min(M, p - stage) for 1F1B, M for GPipe. Tensor parallelism is not modelled (NaN).
+// min(M, p - stage) for 1F1B, M for GPipe.
+// Tensor parallelism: a tp rank computes every block with 1/t of the heads and of the MLP width
+// (tensor_parallel.h), its norms, residual stream and head at full size; so its layer kinds are
+// probed on tp_rank_config(config, t), the model with those sliced widths, and composed as above.
 // Pipeline schedules with several chunks per stage or a split backward (interleaved, zb-h1)
 // compose per chunk over the stage's schedule table instead (predict_stage_activation_bytes):
 // the peak over the table of the units alive (F .. BW, or F .. W), a unit between its B and its
@@ -68,6 +71,11 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
                                     int64_t seq_len, model::Precision precision,
                                     bool every_parameter_trains, const c10::Device& device,
                                     const MemoryProbe& memory, bool split_backward = false);
+
+// The layer shapes one of `tp` tensor-parallel ranks computes: attention, KV and gated-delta
+// heads and the MLP width divided by tp (JetBlock's replicated kernel generator keeps its full
+// width: its reduction is divided too where it divides). tp = 1: config itself.
+model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp);
 
 // One micro-batch through blocks [first_block, end_block) (+ the head): what it holds while
 // alive (its saved tensors and its input), what it adds between B and W, and the largest extra

@@ -117,7 +117,7 @@ namespace {
 // gradients and optimizer state if more, plus the predicted activation peak) needs more memory
 // than it may still allocate ends the run on every rank with one line and exit 2, before the
 // kernel's OOM killer takes the node (--allow-overcommit: run anyway). Where activations are not
-// modelled (tp: NaN) nothing is refused. COLLECTIVE over `world`.
+// predicted (NaN: no allocator counter to probe with) nothing is refused. COLLECTIVE over `world`.
 void refuse_what_cannot_fit(const TrainConfig& c, comm::Communicator& world,
                             const DeviceInfo& device, const parallel::Strategy& strategy,
                             const AdamW& optimizer, double activation_predicted,
@@ -332,11 +332,13 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                           [] { metrics::CpuAllocatorCounter::reset_peak(); }};
     // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
     const bool split_backward = pipeline && pipeline->schedule_spec(1).splits_backward();
-    activation = probe_activations(so.model, so.lora, split.micro_batch, c.seq_len, so.precision,
+    // a tp rank's layers: its slice of the heads and the MLP (tp_rank_config)
+    activation = probe_activations(tp_rank_config(so.model, mesh->shape().tp), so.lora,
+                                   split.micro_batch, c.seq_len, so.precision,
                                    strategy->name() == "fsdp", device.device, probe,
                                    split_backward);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
-    if (mesh->shape().tp == 1) {
+    {
       const double working_set = double(strategy->working_set_bytes());
       if (pipeline && pp > 1) {
         // every chunk of this stage, composed over the stage's schedule table

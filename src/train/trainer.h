@@ -43,7 +43,7 @@ struct StepReport {
   int64_t optimizer_bytes = 0;
   int64_t tokens_local = 0;   // tokens this rank's data-parallel group processed (B*M*T)
   int64_t tokens_global = 0;  // G * T
-  // Predicted activation peak of this rank (activation_model.h; NaN where not modelled: tp).
+  // Predicted activation peak of this rank (activation_model.h; NaN where it was not probed).
   double activation_predicted_bytes = std::nan("");
 };
 
