@@ -43,6 +43,9 @@ void validate_schedule(const PipeSpec& spec) {
                        spec.micro_batches, " = global batch / (dp x micro-batch)) to be a "
                        "multiple of --pp ", spec.stages, "; change --global-batch or "
                        "--micro-batch");
+  } else if (spec.schedule == "zb-h1" && spec.stages < 2) {
+    // one stage has no bubble to fill, and its one chunk would hold a tied embedding twice
+    throw user_error("--pp-schedule zb-h1 needs --pp 2 or more (one stage has no bubble to fill)");
   } else if (spec.chunks != 1) {
     throw user_error("--pp-virtual ", spec.chunks, " needs --pp-schedule interleaved (",
                      spec.schedule, " holds one chunk per stage)");
