@@ -231,11 +231,14 @@ double shown_bubble(const ConfigRow& r, bool* from_trace) {
   return *from_trace ? r.bubble_fraction_trace : r.bubble_fraction;
 }
 
-// The pipeline a bubble series is about: "p=2 1f1b", "p=2 interleaved V=2", "p=4 zb-h1".
-std::string schedule_series_name(const ConfigRow& r) {
+// The pipeline a bubble series is about: "p=2 1f1b", "p=2 interleaved V=2", "p=4 zb-h1", and
+// "LoRA r8" / "full" after it when the figure holds both finetunes.
+std::string schedule_series_name(const ConfigRow& r, bool name_finetune) {
   std::string name = "p=" + r.value("pp") + " " + r.value("pp_schedule");
   const std::string v = r.value("pp_virtual");
   if (r.value("pp_schedule") == "interleaved" && !v.empty() && v != "-") name += " V=" + v;
+  if (name_finetune)
+    name += r.value("lora_rank") == "0" ? " full" : " LoRA r" + r.value("lora_rank");
   return name;
 }
 
@@ -251,12 +254,15 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
   // series -> m -> the row's theory
   std::map<std::string, std::map<double, double>> traced, untraced, theory;
   std::vector<std::string> fallbacks;
+  std::set<std::string> lora_ranks;
+  for (const auto& r : rows)
+    if (r.config_int("pp") > 1) lora_ranks.insert(r.value("lora_rank"));
   for (const auto& r : rows) {
     const int64_t p = r.config_int("pp"), m = r.config_int("micro_batches");
     bool from_trace = false;
     const double b = shown_bubble(r, &from_trace);
     if (p <= 1 || m <= 0 || std::isnan(b)) continue;
-    const std::string name = schedule_series_name(r);
+    const std::string name = schedule_series_name(r, lora_ranks.size() > 1);
     if (from_trace) {
       traced[name].emplace(double(m), b);
     } else if (untraced[name].emplace(double(m), b).second) {
@@ -300,7 +306,7 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
   for (const auto& name : names) colour.emplace(name, colour.size() + 1);
   std::ostringstream body;
   body << "set title 'Pipeline bubble vs micro-batches'\nset xlabel 'micro-batches m'\n"
-       << "set ylabel 'bubble fraction of the step'\nset yrange [0:1]\n"
+       << "set ylabel 'bubble fraction of the step'\nset yrange [0:*]\n"
        << "set key outside right\nset xrange [0.5:" << num(max_m + 0.5) << "]\nplot ";
   for (size_t i = 0; i < series.size(); ++i) {
     body << (i ? ", \\\n     " : "") << "'pipeline_bubble.dat' index " << i << " using 1:2 with "
