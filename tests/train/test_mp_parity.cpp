@@ -301,6 +301,34 @@ TEST_CASE("pipeline: interleaved and zb-h1 schedules reproduce single", "[parity
     }
 }
 
+// The new schedules inside the compositions: data parallelism (ddp, fsdp2) and tensor
+// parallelism over the pipeline axis (4 ranks).
+TEST_CASE("pipeline: interleaved and zb-h1 compose with ddp and fsdp2 and tp", "[parity][pp]") {
+  if (test::world()->size() != 4) return;
+  const std::string pattern = "GASGGASG";
+  struct Case {
+    const char* strategy;
+    int tp;
+    const char* schedule;
+  };
+  for (int lora_rank : {8, 0}) {
+    auto single = test::tiny_config("single", lora_rank);
+    single.pattern = pattern;
+    const Trajectory want = run(single, test::self());
+    for (const Case& k : {Case{"ddp", 1, "interleaved"}, Case{"fsdp2", 1, "zb-h1"},
+                          Case{"pp", 2, "interleaved"}, Case{"pp", 2, "zb-h1"}}) {
+      SECTION(std::string(k.strategy) + " pp2 tp" + std::to_string(k.tp) + " " + k.schedule +
+              " lora_rank " + std::to_string(lora_rank)) {
+        auto c = mp_config(k.strategy, lora_rank, 2, k.tp);
+        c.pattern = pattern;
+        c.pp_schedule = k.schedule;
+        c.pp_virtual = std::string(k.schedule) == "interleaved" ? 2 : 1;
+        check_parity(run(c, test::world()), want);
+      }
+    }
+  }
+}
+
 TEST_CASE("pipeline: schedule combinations that cannot run end with a user error", "[pp]") {
   const int n = test::world()->size();
   auto c = mp_config("pp", 8, n, 1);
