@@ -1,5 +1,6 @@
 #include "model/lora_config.h"
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 
@@ -15,6 +16,61 @@ namespace {
 // back-references, which it rejects with regex_error) gives the same full-match answer in time
 // linear in the name. The compiler recurses per pattern character: the length is capped.
 constexpr size_t kMaxTargetsRegexBytes = 1000;
+
+// Counted repetitions expand in libstdc++'s compiler: a{N} copies the atom N times, (x{N}){M}
+// N M times, and a count past LONG_MAX overflows its parser (signed overflow, found by fuzzing:
+// tests/fuzz/regressions/peft_config/). Every count is therefore read here first, and the number
+// of atoms the pattern would expand to (counts multiplied through nested groups, alternatives
+// added) is bounded before std::regex sees it.
+constexpr double kMaxExpandedAtoms = 100000;
+
+// Atoms `text` expands to from `pos` up to the ')' that closes the group (or the end); `pos`
+// ends on that ')'. Literals, escapes, classes and '.' count 1; a group its contents; {m,n}
+// multiplies the atom before it by its largest count (m when open-ended: the rest is a loop).
+double expanded_atoms(const std::string& text, size_t& pos, int depth) {
+  if (depth > 1000) return kMaxExpandedAtoms + 1;  // the length cap keeps depth below this
+  double total = 0, last = 0;  // `last`: the atom a quantifier applies to
+  while (pos < text.size() && text[pos] != ')') {
+    const char c = text[pos];
+    if (c == '\\') {
+      pos += 2;
+      last = 1;
+    } else if (c == '[') {  // a class, with ']' first and escapes inside it
+      size_t end = pos + 1;
+      if (end < text.size() && text[end] == '^') ++end;
+      if (end < text.size() && text[end] == ']') ++end;
+      while (end < text.size() && text[end] != ']') end += text[end] == '\\' ? 2 : 1;
+      pos = end + 1;
+      last = 1;
+    } else if (c == '(') {
+      ++pos;
+      last = expanded_atoms(text, pos, depth + 1);
+      ++pos;  // its ')'
+    } else if (c == '{') {
+      double count = 0, largest = 0;
+      size_t end = pos + 1;
+      for (; end < text.size() && text[end] != '}'; ++end) {
+        if (text[end] >= '0' && text[end] <= '9')
+          count = std::min(count * 10 + (text[end] - '0'), 1e18);  // no overflow
+        else
+          largest = std::max(largest, count), count = 0;
+      }
+      largest = std::max(largest, count);
+      total += last * std::max(0.0, largest - 1);  // the atom itself is counted already
+      last = 0;
+      pos = end + 1;
+    } else if (c == '|') {
+      ++pos;
+      last = 0;
+    } else {
+      ++pos;
+      last = 1;
+    }
+    total += last;  // 0 after a quantifier or '|': nothing new to count
+    if (total > kMaxExpandedAtoms) return total;
+  }
+  return total;
+}
 
 std::regex targets_pattern(const std::string& text) {
 #ifdef __GLIBCXX__
@@ -81,6 +137,16 @@ void LoraConfig::validate() const {
     if (targets_regex.size() > kMaxTargetsRegexBytes)
       throw user_error("--lora-targets re:", printable(targets_regex), " is longer than ",
                        kMaxTargetsRegexBytes, " bytes");
+    size_t pos = 0;
+    double atoms = 0;
+    while (pos < targets_regex.size()) {  // a stray ')' ends a group: go on past it
+      atoms += expanded_atoms(targets_regex, pos, 0);
+      ++pos;
+    }
+    if (atoms > kMaxExpandedAtoms)
+      throw user_error("--lora-targets re:", printable(targets_regex), " repeats too much: its "
+                       "counted repetitions ({n}) expand to more than ",
+                       int64_t(kMaxExpandedAtoms), " atoms");
     try {
       targets_pattern(targets_regex);
     } catch (const std::regex_error& e) {

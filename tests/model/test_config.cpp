@@ -175,6 +175,22 @@ TEST_CASE("model: PEFT-style suffix matching of module names", "[model][lora]") 
   CHECK_FALSE(saved.saves_parameter("blocks.2.mlp_norm.weight"));
 }
 
+// Issue 27 (found by make fuzz): a target regex's counted repetitions are bounded before
+// std::regex compiles them (a count past LONG_MAX overflowed its parser; nested counts expand).
+TEST_CASE("model: LoRA target regexes that repeat too much are user errors",
+          "[model][lora][bad-input]") {
+  const auto check = [](const std::string& regex) {
+    return make_lora_config(4, 4, 0, "re:" + regex).validate();
+  };
+  CHECK_THROWS_WITH(check("q{1992233720368547758078}"), Catch::Contains("repeats too much"));
+  CHECK_THROWS_WITH(check("(q_proj{1000}){1000}"), Catch::Contains("repeats too much"));
+  CHECK_THROWS_WITH(check("((a|b){1000}c){100}"), Catch::Contains("repeats too much"));
+  CHECK_NOTHROW(check(".*\\.(q|k|v)_proj"));
+  CHECK_NOTHROW(check("blocks\\.[0-9]{1,2}\\.mlp\\.(up|down)_proj"));
+  CHECK_NOTHROW(check("(x{10}){10}"));  // 100 atoms
+  CHECK_NOTHROW(check("[{]{3}\\{"));  // braces in a class and escaped are literals
+}
+
 // Issue 27: the limits of config_limits.h hold for every config (preset, --pattern, config.json),
 // checked before anything is allocated.
 TEST_CASE("model: a zero or absurd size and an absurd parameter count are user errors",
