@@ -241,6 +241,7 @@ double PipelineStrategy::eval_loss(const std::vector<MicroBatch>& micro_batches)
   micro_batches_ = &micro_batches;
   times_ = &ignored;
   loss_sum_ = 0.0;
+  chunk_step_.assign(size_t(chunks_), PipeCosts{0.0, 0.0, 0.0});  // timed, not recorded
   inflight_.clear();
   inflight_.resize(size_t(chunks_) * size_t(M));
   if (unit_) unit_->wait_gather();
