@@ -18,7 +18,7 @@
 # Environment: HLP_BENCH_STEPS=6 HLP_BENCH_SEQ=128 HLP_BENCH_SPLIT=balanced (the closed forms
 # assume equal stages: balanced evens the modelled cost of the stages, or of the p V chunks, as
 # far as whole blocks allow) HLP_BENCH_PATTERN= (small's own pattern; GGGGGGGGGGGG: equal blocks)
-# MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+# HLP_BENCH_TABLE_ONLY=1 (the table again from OUT_DIR's files) MPIEXEC=mpiexec PYTHON=/usr/bin/python3
 # One compute thread and one OpenBLAS thread per rank (OPENBLAS_NUM_THREADS=1 is set here).
 set -euo pipefail
 
@@ -38,7 +38,8 @@ for exe in hlp-train hlp-analyze; do
   [[ -x $BUILD/bin/$exe ]] || { echo "error: $BUILD/bin/$exe not found; build it: cmake --build $BUILD --target $exe" >&2; exit 2; }
 done
 mkdir -p "$OUT"
-rm -f "$OUT"/*.h5
+TABLE_ONLY=${HLP_BENCH_TABLE_ONLY:-0}  # 1: no runs, the table of the files already in OUT_DIR
+[[ $TABLE_ONLY == 1 ]] || rm -f "$OUT"/*.h5
 
 COMMON=(--strategy pp --pp "$P" --model small --data "$SRC/datasets/sample/corpus.txt"
         --seq-len "$SEQ" --micro-batch 1 --threads 1 --loader-threads 1 --steps "$STEPS"
@@ -46,6 +47,7 @@ COMMON=(--strategy pp --pp "$P" --model small --data "$SRC/datasets/sample/corpu
 [[ -n $PATTERN ]] && COMMON+=(--pattern "$PATTERN")
 echo "[bench-schedules] $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; pp $P, T $SEQ, split $SPLIT, pattern ${PATTERN:-small}, $STEPS steps, 1 thread + 1 OpenBLAS thread per rank -> $OUT"
 for tune in lora full; do
+  [[ $TABLE_ONLY == 1 ]] && break
   if [[ $tune == lora ]]; then ft=(--lora-rank 8 --lora-alpha 16); else ft=(--lora-rank 0); fi
   for m in 4 8; do
     for sched in gpipe 1f1b interleaved zb-h1; do
