@@ -268,7 +268,8 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
     } else if (untraced[name].emplace(double(m), b).second) {
       fallbacks.push_back(name + " m=" + std::to_string(m));
     }
-    if (!std::isnan(r.bubble_fraction_theory)) theory[name].emplace(double(m), r.bubble_fraction_theory);
+    if (!std::isnan(r.bubble_fraction_theory))
+      theory[name].emplace(double(m), r.bubble_fraction_theory);
   }
   if (traced.empty() && untraced.empty()) {
     fig.skip_reason = "no pipeline run (pp > 1 with /pipeline or a trace) among the inputs";

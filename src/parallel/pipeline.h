@@ -122,7 +122,9 @@ class PipelineStrategy : public Strategy {
     torch::Tensor output;  // activation sent on, or the scaled loss on the last virtual stage
     std::unique_ptr<SplitBackward> split;  // zb-h1: the graph and gradients between B and W
   };
-  InFlight& inflight(int c, int m) { return inflight_[size_t(c) * micro_batches_->size() + size_t(m)]; }
+  InFlight& inflight(int c, int m) {
+    return inflight_[size_t(c) * micro_batches_->size() + size_t(m)];
+  }
   const std::vector<MicroBatch>* micro_batches_ = nullptr;
   std::vector<InFlight> inflight_;  // [V x M]
   std::vector<std::pair<comm::WorkPtr, torch::Tensor>> sends_;  // kept alive until waited

@@ -272,10 +272,7 @@ PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& cost
     const PipeCosts& c = costs.size() == 1         ? costs[0]
                          : int(costs.size()) == G ? costs[size_t(g)]
                                                   : costs[size_t(s)];
-    return a.op == PipeOp::F    ? c.f
-           : a.op == PipeOp::BW ? c.b + c.w
-           : a.op == PipeOp::B  ? c.b
-                                : c.w;
+    return c.of(a.op);
   });
 }
 
@@ -293,7 +290,8 @@ PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double
     if (int64_t(d.size()) != n)
       throw std::invalid_argument("replay: " + std::to_string(d.size()) + " durations for a " +
                                   "table of " + std::to_string(n) + " actions");
-  return run_clock(spec, [&](int s, size_t i, const PipeAction&) { return durations[size_t(s)][i]; });
+  return run_clock(spec,
+                   [&](int s, size_t i, const PipeAction&) { return durations[size_t(s)][i]; });
 }
 
 double bubble_theory(const PipeSpec& spec, double f, double b, double w) {

@@ -103,6 +103,9 @@ int64_t peak_in_flight(const PipeSpec& spec, int stage);
 // Durations of one micro-batch through one chunk of a stage.
 struct PipeCosts {
   double f = 1.0, b = 1.0, w = 1.0;  // BW takes b + w
+  double of(PipeOp op) const {
+    return op == PipeOp::F ? f : op == PipeOp::BW ? b + w : op == PipeOp::B ? b : w;
+  }
 };
 
 struct PipeSimulation {

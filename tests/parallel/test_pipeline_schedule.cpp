@@ -163,11 +163,7 @@ TEST_CASE("pipeline schedules: a replay of measured durations runs the same cloc
     std::vector<std::vector<double>> durations;
     for (int stage = 0; stage < s.stages; ++stage) {
       durations.emplace_back();
-      for (const auto& a : stage_actions(s, stage))
-        durations.back().push_back(a.op == PipeOp::F    ? c.f
-                                   : a.op == PipeOp::BW ? c.b + c.w
-                                   : a.op == PipeOp::B  ? c.b
-                                                        : c.w);
+      for (const auto& a : stage_actions(s, stage)) durations.back().push_back(c.of(a.op));
       CHECK(int64_t(durations.back().size()) == stage_action_count(s));
     }
     CHECK(replay(s, durations).makespan == Approx(simulate(s, {c}).makespan).margin(1e-12));

@@ -287,7 +287,8 @@ TEST_CASE("pipeline: interleaved and zb-h1 schedules reproduce single", "[parity
         CHECK(o.pipeline->schedule == schedule);
         CHECK(o.pipeline->virtual_chunks == V);
         REQUIRE(o.pipeline->stage_first_layer.size() == size_t(n * V));  // every virtual stage
-        for (int g = 0; g < n * V; ++g) CHECK(o.pipeline->stage_first_layer[size_t(g)] == g * 8 / (n * V));
+        for (int g = 0; g < n * V; ++g)  // uniform: 8 blocks in n V equal chunks
+          CHECK(o.pipeline->stage_first_layer[size_t(g)] == g * 8 / (n * V));
         const double M = 4;  // G 8 / B 2
         if (V > 1) {
           const double idle = double(n - 1) / V;
