@@ -151,6 +151,8 @@ RunData load_one(const std::string& path) {
   c["dp"] = std::to_string(mesh[0]);
   c["pp"] = std::to_string(mesh[1]);
   c["tp"] = std::to_string(mesh[2]);
+  // context parallelism (issue 25): from the config (files from before it have none: cp 1)
+  c["cp"] = ini_value(ini, "cp") == "?" ? "1" : ini_value(ini, "cp");
   c["world_size"] = std::to_string(reader.world_size());
   c["device"] = reader.has_attr(schema::kAttrDevice) ? reader.attr_string(schema::kAttrDevice) : "?";
   const auto model = reader.model();

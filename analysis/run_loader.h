@@ -18,7 +18,7 @@ namespace hlp::analysis {
 // path and checkpointing do NOT identify a configuration.
 inline const std::vector<std::string>& config_columns() {
   static const std::vector<std::string> cols = {
-      "strategy", "dp", "pp", "tp", "world_size", "device", "model", "pattern", "lora_rank",
+      "strategy", "dp", "pp", "tp", "cp", "world_size", "device", "model", "pattern", "lora_rank",
       "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split", "pp_schedule",
       "pp_virtual",
       "precision", "act_ckpt", "gdn_mode", "attn_impl"};

@@ -82,12 +82,19 @@ void describe(OptionTable& t, Descriptions& d) {
   using C = train::TrainConfig;
   po::options_description par("Parallelism (world size comes from mpiexec / srun)", 100);
   t.add(par, "strategy", &C::strategy,
-        "single | ddp | fsdp | fsdp2 | pp | tp. ddp/fsdp/fsdp2 compose with --tp/--pp; "
+        "single | ddp | fsdp | fsdp2 | pp | tp | cp. ddp/fsdp/fsdp2 compose with --tp/--pp/--cp; "
         "the data-parallel size is what remains of the world size");
   t.add(par, "tp", &C::tp,
         "tensor-parallel size (innermost mesh axis); --strategy tp without it uses every rank");
   t.add(par, "pp", &C::pp,
         "pipeline-parallel size; --strategy pp without it uses every rank (per tp group)");
+  t.add(par, "cp", &C::cp,
+        "context-parallel size: every sequence is split along T over cp ranks (G layers pass "
+        "their delta-rule state between ranks, S layers a window halo, A layers ring attention); "
+        "composes with ddp, fsdp2 and --tp; --strategy cp without it uses every rank (per tp group)");
+  t.add(par, "cp-layout", &C::cp_layout,
+        "which pieces of the sequence a cp rank holds: zigzag (2 cp pieces, rank r holds r and "
+        "2cp-1-r: equal causal-attention work on every rank) | contiguous (piece r)");
   t.add(par, "pp-split", &C::pp_split,
         "pipeline stage split: uniform (layer count) | params (trainable parameter count, as "
         "DeepSpeed) | balanced (per-layer cost model) | profiled (per-layer-kind times measured "
@@ -235,7 +242,9 @@ void require_positive(const char* name, long long v) {
 }  // namespace
 
 void validate(const train::TrainConfig& c) {
-  require_choice("strategy", c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp"});
+  require_choice("strategy", c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp", "cp"});
+  require_choice("cp-layout", c.cp_layout, {"zigzag", "contiguous"});
+  require_positive("cp", c.cp);
   require_choice("pp-schedule", c.pp_schedule, {"gpipe", "1f1b", "interleaved", "zb-h1"});
   require_positive("pp-virtual", c.pp_virtual);
   require_choice("gdn-mode", c.gdn_mode, {"chunked", "recurrent"});
@@ -282,9 +291,14 @@ void validate(const train::TrainConfig& c) {
   if (!(c.bucket_mb > 0)) throw user_error("--bucket-mb must be > 0 (got ", c.bucket_mb, ")");
   if (!(c.comm_timeout_s > 0))
     throw user_error("--comm-timeout-s must be > 0 (got ", c.comm_timeout_s, ")");
-  if (c.strategy == "single" && (c.tp > 1 || c.pp > 1))
-    throw user_error("--strategy single runs on one rank; use ddp/fsdp/fsdp2 with --tp/--pp, or "
-                     "--strategy tp / pp");
+  if (c.strategy == "single" && (c.tp > 1 || c.pp > 1 || c.cp > 1))
+    throw user_error("--strategy single runs on one rank; use ddp/fsdp/fsdp2 with --tp/--pp/--cp, "
+                     "or --strategy tp / pp / cp");
+  if (c.cp > 1 && c.pp > 1)
+    throw user_error("--cp with --pp is not implemented; combine --cp with ddp, fsdp2 or --tp");
+  if (c.cp > 1 && c.strategy == "fsdp")
+    throw user_error("--cp with --strategy fsdp is not implemented; use fsdp2 (per-parameter "
+                     "sharding over the dp x cp ranks) or ddp");
   if (c.resume && c.checkpoint_dir.empty())
     throw user_error("--resume needs --checkpoint-dir");
 }

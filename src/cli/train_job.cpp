@@ -111,7 +111,10 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   info.strategy = config.strategy;
   if (config.pp > 1 && config.strategy != "pp") info.strategy += "+pp" + std::to_string(config.pp);
   if (config.tp > 1 && config.strategy != "tp") info.strategy += "+tp" + std::to_string(config.tp);
-  info.mesh = {ranks / (config.pp * config.tp), config.pp, config.tp};
+  const int cp = config.cp;
+  if (cp > 1 && config.strategy != "cp") info.strategy += "+cp" + std::to_string(cp);
+  // (dp, pp, tp); the cp size is in the config (`cp = N`), read by hlp-analyze
+  info.mesh = {ranks / (config.pp * config.tp * cp), config.pp, config.tp};
   info.config_ini = to_ini(config);
   info.libtorch_version = metrics::libtorch_version();
   info.threads_per_rank = config.threads;
@@ -274,6 +277,31 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
     std::printf("[hlp-train] fp16 loss scaling: %lld of %zu steps skipped (gradient overflow)\n",
                 (long long)outcome.skipped_steps, outcome.losses.size());
   if (writer && outcome.pipeline) writer->write_pipeline(*outcome.pipeline);  // same on all ranks
+  if (writer && outcome.context_parallel) writer->write_context_parallel(*outcome.context_parallel);
+  if (rank == 0 && outcome.context_parallel && outcome.context_parallel->steps > 0) {
+    // what the sequence split cost: bytes per step and rank (mean over ranks), and the balance
+    // of the ring-attention tiles (most / mean over ranks)
+    const auto& cp = *outcome.context_parallel;
+    const size_t kinds = cp.exchange_kinds.size(), n = cp.attention_s.size();
+    std::string line;
+    for (size_t k = 0; k < kinds; ++k) {
+      double bytes = 0;
+      for (size_t r = 0; r < n; ++r)
+        bytes += double(cp.bytes_sent[r * kinds * 2 + k * 2] + cp.bytes_sent[r * kinds * 2 + k * 2 + 1]);
+      char part[96];
+      std::snprintf(part, sizeof(part), "%s%s %.1f KiB", line.empty() ? "" : ", ",
+                    cp.exchange_kinds[k].c_str(), bytes / double(n * cp.steps) / 1024);
+      line += part;
+    }
+    double most = 0, mean = 0;
+    for (size_t r = 0; r < n; ++r) {
+      most = std::max(most, double(cp.attention_score_entries[r]));
+      mean += double(cp.attention_score_entries[r]) / double(n);
+    }
+    std::printf("[hlp-train] cp %lld (%s): sent per rank and step (forward + backward): %s; "
+                "ring-attention score pairs most / mean over ranks %.3f\n",
+                (long long)cp.cp, cp.layout.c_str(), line.c_str(), mean > 0 ? most / mean : 1.0);
+  }
   int exit_code = 0;
   if (!outcome.non_finite.empty()) {
     exit_code = train::kExitNonFinite;

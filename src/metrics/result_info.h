@@ -71,6 +71,17 @@ struct PipelineInfo {
   int64_t micro_batches = 0;
 };
 
+// Context parallelism totals over the run, gathered from every rank (world order).
+struct ContextParallelInfo {
+  int64_t cp = 1;
+  std::string layout;                       // "zigzag" | "contiguous"
+  std::vector<std::string> exchange_kinds;  // names of the kinds in bytes_sent
+  std::vector<int64_t> bytes_sent;          // [world x kinds x 2] (forward, backward)
+  std::vector<int64_t> attention_score_entries;  // [world]
+  std::vector<double> attention_s;               // [world]
+  int64_t steps = 0;
+};
+
 struct WriterOptions {
   int flush_every_steps = 10;               // K: append() flushes collectively every K steps
   std::vector<std::string> extra_metrics;   // step metrics beyond schema::kStepMetrics

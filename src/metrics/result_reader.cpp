@@ -295,6 +295,29 @@ std::optional<PipelineInfo> ResultReader::pipeline() const {
   });
 }
 
+std::optional<ContextParallelInfo> ResultReader::context_parallel() const {
+  const State& s = *state_;
+  if (!h5::link_exists(s.file, schema::kContextParallelGroup)) return std::nullopt;
+  return s.guarded(schema::kContextParallelGroup, [&] {
+    h5::Handle g =
+        h5::group(H5Gopen2(s.file, schema::kContextParallelGroup, H5P_DEFAULT), "open");
+    ContextParallelInfo c;
+    c.cp = h5::read_attr_int(g, schema::kCpSize);
+    c.layout = h5::read_attr_string(g, schema::kCpLayout);
+    std::string kinds = h5::read_attr_string(g, schema::kCpExchangeKinds);
+    for (size_t start = 0; start <= kinds.size();) {
+      const size_t comma = std::min(kinds.find(',', start), kinds.size());
+      if (comma > start) c.exchange_kinds.push_back(kinds.substr(start, comma - start));
+      start = comma + 1;
+    }
+    c.bytes_sent = h5::read_attr_ints(g, schema::kCpBytesSent);
+    c.attention_score_entries = h5::read_attr_ints(g, schema::kCpAttentionEntries);
+    c.attention_s = h5::read_attr_doubles(g, schema::kCpAttentionSeconds);
+    c.steps = h5::read_attr_int(g, schema::kCpSteps);
+    return std::optional<ContextParallelInfo>(std::move(c));
+  });
+}
+
 std::optional<Summary> ResultReader::summary() const {
   const State& s = *state_;
   if (!h5::link_exists(s.file, schema::kSummaryGroup)) return std::nullopt;

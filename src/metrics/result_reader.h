@@ -60,6 +60,8 @@ class ResultReader {
   // /model (nullopt before write_model ran) and /pipeline (pipeline runs only)
   std::optional<ModelInfo> model() const;
   std::optional<PipelineInfo> pipeline() const;
+  // /context_parallel (runs with --cp > 1 only)
+  std::optional<ContextParallelInfo> context_parallel() const;
   // /summary (written by finish(): nullopt for a killed run)
   std::optional<Summary> summary() const;
 

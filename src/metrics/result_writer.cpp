@@ -625,6 +625,28 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   s.flush_file();
 }
 
+void ResultWriter::write_context_parallel(const ContextParallelInfo& info) {
+  // Metadata writes are collective in parallel HDF5: every rank writes the same values (the
+  // caller gathered them on every rank).
+  State& s = *state_;
+  {
+    const hid_t root = s.file.get();
+    h5::Handle g = h5::group(H5Gcreate2(root, schema::kContextParallelGroup, H5P_DEFAULT,
+                                        H5P_DEFAULT, H5P_DEFAULT),
+                             "create /context_parallel");
+    std::string kinds;
+    for (const auto& k : info.exchange_kinds) kinds += (kinds.empty() ? "" : ",") + k;
+    h5::write_attr(g, schema::kCpSize, info.cp);
+    h5::write_attr(g, schema::kCpLayout, info.layout);
+    h5::write_attr(g, schema::kCpExchangeKinds, kinds);
+    h5::write_attr(g, schema::kCpBytesSent, info.bytes_sent);
+    h5::write_attr(g, schema::kCpAttentionEntries, info.attention_score_entries);
+    h5::write_attr(g, schema::kCpAttentionSeconds, info.attention_s);
+    h5::write_attr(g, schema::kCpSteps, info.steps);
+  }
+  s.flush_file();
+}
+
 void ResultWriter::append_step(const StepRecord& row) { state_->steps.push_back(row); }
 
 void ResultWriter::append_events(std::vector<TraceEvent> events) {

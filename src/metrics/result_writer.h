@@ -47,6 +47,8 @@ class ResultWriter {
   void write_model(const ModelInfo& model, int64_t params_local);
   // COLLECTIVE. `/pipeline` attributes from rank 0 (may be called again to update).
   void write_pipeline(const PipelineInfo& pipeline);
+  // COLLECTIVE. `/context_parallel` attributes (`info` the same on every rank).
+  void write_context_parallel(const ContextParallelInfo& info);
 
   // Local: buffer one step row / trace events of this rank.
   void append_step(const StepRecord& row);

@@ -141,6 +141,20 @@ inline constexpr const char* kAttnImpl = "attn_impl";  // string: kernel the A/S
 inline constexpr const char* kModelName = "name";                          // string "tiny"
 inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [world] held by rank
 
+// ---- /context_parallel: attributes (runs with --cp > 1 only; issue 25) ------------------------
+inline constexpr const char* kContextParallelGroup = "/context_parallel";
+inline constexpr const char* kCpSize = "cp";              // int64: ranks a sequence is split over
+inline constexpr const char* kCpLayout = "layout";        // string zigzag|contiguous
+// int64 [world x kinds x 2]: bytes each rank sent over the whole run, per exchange kind
+// (kCpExchangeKinds order) and direction (forward, backward)
+inline constexpr const char* kCpBytesSent = "bytes_sent";
+inline constexpr const char* kCpExchangeKinds = "exchange_kinds";  // string "conv_halo,gdn_state,..."
+// int64 [world]: causal score pairs of the A layers' ring-attention tiles each rank computed;
+// float64 [world]: seconds each rank spent in those tiles (the work balance of the layout)
+inline constexpr const char* kCpAttentionEntries = "attention_score_entries";
+inline constexpr const char* kCpAttentionSeconds = "attention_s";
+inline constexpr const char* kCpSteps = "steps";          // int64: steps the totals cover
+
 // ---- /pipeline: attributes (pipeline runs only) --------------------------------------------------
 inline constexpr const char* kPipelineGroup = "/pipeline";
 inline constexpr const char* kStageFirstLayer = "stage_first_layer";    // int64 [pp x V]

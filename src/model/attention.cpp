@@ -4,16 +4,18 @@
 #include <limits>
 
 #include "model/blocked_attention.h"
+#include "model/context_shard.h"
 #include "model/sdpa_attention.h"
 
 namespace hlp::model {
 
-torch::Tensor apply_rope(const torch::Tensor& x, double theta) {
+torch::Tensor apply_rope(const torch::Tensor& x, double theta, const torch::Tensor& positions) {
   const int64_t T = x.size(2), hd = x.size(3);
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
   // inv_freq: [hd/2]; angles: [T, hd/2] -> [T, hd] (the two halves share frequencies)
   auto inv_freq = torch::pow(theta, -torch::arange(0, hd, 2, f64) / static_cast<double>(hd));
-  auto angles = torch::outer(torch::arange(T, f64), inv_freq);
+  auto angles = torch::outer(positions.defined() ? positions.to(f64) : torch::arange(T, f64),
+                             inv_freq);
   angles = torch::cat({angles, angles}, -1);
   auto cos = angles.cos().to(x.scalar_type());
   auto sin = angles.sin().to(x.scalar_type());
@@ -72,9 +74,18 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto q = q_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
   auto k = k_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
   auto v = v_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
-  q = apply_rope(q, rope_theta);
-  k = apply_rope(k, rope_theta);
-  auto out = attend(q, k, v, window, attn_impl);                // [B, H, T, hd]
+  torch::Tensor out;  // [B, H, T, hd]
+  if (ContextShard* cp = current_context_shard()) {
+    // a piece of the sequence: RoPE at the tokens' global positions, keys from the other pieces
+    const auto positions = cp->layout().positions(x.device());
+    q = apply_rope(q, rope_theta, positions);
+    k = apply_rope(k, rope_theta, positions);
+    out = cp->attention(q, k, v, window);
+  } else {
+    q = apply_rope(q, rope_theta);
+    k = apply_rope(k, rope_theta);
+    out = attend(q, k, v, window, attn_impl);
+  }
   const int64_t heads = q.size(1);
   out = out.transpose(1, 2).reshape({B, T, heads * head_dim});  // [B, T, H*hd]
   return o_proj->forward(out);

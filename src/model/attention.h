@@ -16,8 +16,10 @@
 
 namespace hlp::model {
 
-// Rotary embedding (rotate-half convention) at positions 0..T-1. x: [B, H, T, hd].
-torch::Tensor apply_rope(const torch::Tensor& x, double theta);
+// Rotary embedding (rotate-half convention) at positions 0..T-1, or at `positions` [T] (int64,
+// a context-parallel piece's global positions). x: [B, H, T, hd].
+torch::Tensor apply_rope(const torch::Tensor& x, double theta,
+                         const torch::Tensor& positions = torch::Tensor());
 
 // allowed[i][j] = (j <= i) && (i - j < window); window <= 0 means full causal. [T, T] bool.
 torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::Device& device);
@@ -36,7 +38,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // window <= 0: full causal attention (A layers); window > 0: sliding window (S layers).
   CausalSelfAttentionImpl(const ModelConfig& config, int64_t window);
 
-  // x: [B, T, D] -> [B, T, D]
+  // x: [B, T, D] -> [B, T, D]. Under a ContextShard (context_shard.h) x holds this rank's
+  // pieces of the sequence and the keys of the others come through the shard.
   torch::Tensor forward(const torch::Tensor& x);
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};

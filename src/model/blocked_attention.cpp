@@ -11,26 +11,37 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Geometry of one call, shared by forward and backward.
+// Geometry of one call, shared by forward and backward. Queries and keys sit at global
+// positions [q_begin, q_begin + q_len) and [k_begin, k_begin + k_len) (both 0 and the whole
+// sequence for plain attention; a piece of the sequence under context parallelism). Tiles are
+// aligned to the start of each range.
 struct Tiling {
-  int64_t seq_len;  // T
-  int64_t group;    // g = H / KVH: rows per position in the grouped layout
-  int64_t window;   // <= 0: full causal
-  int64_t block;    // positions per tile side
-  double scale;     // 1 / sqrt(hd)
+  int64_t q_begin, q_len, k_begin, k_len;
+  int64_t group;   // g = H / KVH: rows per position in the grouped layout
+  int64_t window;  // <= 0: full causal
+  int64_t block;   // positions per tile side
+  double scale;    // 1 / sqrt(hd)
 
-  PositionRange query_block(int64_t q_begin) const {
-    return {q_begin, std::min(seq_len, q_begin + block)};
+  PositionRange query_block(int64_t q_pos) const {
+    return {q_pos, std::min(q_begin + q_len, q_pos + block)};
   }
+  int64_t key_blocks() const { return (k_len + block - 1) / block; }
   PositionRange key_block(int64_t index) const {
-    return {index * block, std::min(seq_len, (index + 1) * block)};
+    return {k_begin + index * block, std::min(k_begin + k_len, k_begin + (index + 1) * block)};
   }
-  // The rows of positions `p` in the grouped layout [N, T * g, hd].
+  // Key blocks [first, end) that some query of `q` may see.
+  PositionRange visited(PositionRange q) const {
+    const PositionRange keys = visible_keys(q, window);
+    const int64_t lo = std::max(keys.begin, k_begin), hi = std::min(keys.end, k_begin + k_len);
+    if (lo >= hi) return {0, 0};
+    return {(lo - k_begin) / block, (hi - 1 - k_begin) / block + 1};
+  }
+  // The rows of global positions `p` in the grouped layout [N, q_len * g, hd].
   torch::Tensor rows(const torch::Tensor& grouped, PositionRange p) const {
-    return grouped.narrow(1, p.begin * group, (p.end - p.begin) * group);
+    return grouped.narrow(1, (p.begin - q_begin) * group, (p.end - p.begin) * group);
   }
-  static torch::Tensor keys(const torch::Tensor& t, PositionRange p) {
-    return t.narrow(1, p.begin, p.end - p.begin);
+  torch::Tensor keys(const torch::Tensor& t, PositionRange p) const {
+    return t.narrow(1, p.begin - k_begin, p.end - p.begin);
   }
 };
 
@@ -57,6 +68,66 @@ torch::Tensor tile_scores(const Tiling& t, const torch::Tensor& q_tile, const to
   return scores;
 }
 
+// Online softmax of query block `qr` over the key blocks it sees, newest first. `fresh`: the
+// running (row_max, row_sum, acc) of these rows start with the first tile (they are assigned);
+// else they hold earlier tiles' sums (another call's keys) and are updated in place. Newest first
+// because that block holds the diagonal, where every query sees itself, so a fresh running max
+// is finite from the first tile on (no -inf - -inf = NaN for rows whose window misses an older
+// tile entirely); a row that has seen nothing yet in a merged update is guarded the same way.
+void forward_query_block(const Tiling& t, const torch::Tensor& q_tile, PositionRange qr,
+                         const torch::Tensor& k, const torch::Tensor& v, torch::Tensor& row_max,
+                         torch::Tensor& row_sum, torch::Tensor& acc, bool fresh) {
+  const PositionRange blocks = t.visited(qr);
+  for (int64_t b = blocks.end - 1; b >= blocks.begin; --b) {
+    const PositionRange kr = t.key_block(b);
+    auto p = tile_scores(t, q_tile, t.keys(k, kr), qr, kr);  // [N, rows, keys]
+    const auto v_tile = t.keys(v, kr);
+    if (fresh) {
+      row_max = p.amax(-1);
+      p.sub_(row_max.unsqueeze(-1)).exp_();
+      row_sum = p.sum(-1);
+      acc = torch::bmm(p, v_tile);
+      fresh = false;
+      continue;
+    }
+    auto new_max = torch::maximum(row_max, p.amax(-1));
+    // rows with no visible key so far keep max -inf: subtract 0 there (exp(-inf) = 0, no NaN)
+    auto safe_max = new_max.masked_fill(new_max.isinf(), 0.0);
+    auto correction = (row_max - safe_max).exp_();  // rescales what was summed so far
+    p.sub_(safe_max.unsqueeze(-1)).exp_();
+    row_sum.mul_(correction).add_(p.sum(-1));
+    acc.mul_(correction.unsqueeze(-1)).baddbmm_(p, v_tile);
+    row_max.copy_(new_max);
+  }
+}
+
+// dq, dk, dv of query block `qr` over the key blocks it sees, P recomputed from the final lse.
+void backward_query_block(const Tiling& t, const torch::Tensor& q_tile,
+                          const torch::Tensor& d_out_tile, const torch::Tensor& lse_tile,
+                          const torch::Tensor& delta_tile, PositionRange qr,
+                          const torch::Tensor& k, const torch::Tensor& v, torch::Tensor dq_tile,
+                          torch::Tensor& dk, torch::Tensor& dv) {
+  const PositionRange blocks = t.visited(qr);
+  for (int64_t b = blocks.begin; b < blocks.end; ++b) {
+    const PositionRange kr = t.key_block(b);
+    const auto k_tile = t.keys(k, kr), v_tile = t.keys(v, kr);
+    // P = exp(S - lse): the forward's probabilities, hidden entries exp(-inf) = 0
+    auto p = tile_scores(t, q_tile, k_tile, qr, kr).sub_(lse_tile.unsqueeze(-1)).exp_();
+    t.keys(dv, kr).baddbmm_(p.transpose(1, 2), d_out_tile);  // dV += P^T dO
+    // dS = P * (dO V^T - delta) * scale  (softmax backward, then the score scale)
+    auto ds = torch::bmm(d_out_tile, v_tile.transpose(1, 2));
+    ds.sub_(delta_tile.unsqueeze(-1)).mul_(p).mul_(t.scale);
+    dq_tile.baddbmm_(ds, k_tile);                        // dQ += dS K
+    t.keys(dk, kr).baddbmm_(ds.transpose(1, 2), q_tile);  // dK += dS^T Q
+  }
+}
+
+Tiling make_tiling(const torch::Tensor& q, int64_t q_begin, const torch::Tensor& k,
+                   int64_t k_begin, int64_t group, int64_t window, int64_t block) {
+  return Tiling{q_begin, q.size(1) / group, k_begin, k.size(1), group, window, block,
+                1.0 / std::sqrt(double(q.size(2)))};
+}
+
 class BlockedAttentionFunction : public torch::autograd::Function<BlockedAttentionFunction> {
  public:
   // q: [N, T * g, hd] grouped rows; k, v: [N, T, hd]; all contiguous, same dtype.
@@ -64,35 +135,13 @@ class BlockedAttentionFunction : public torch::autograd::Function<BlockedAttenti
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v, int64_t group,
                                int64_t window, int64_t block) {
-    const Tiling t{k.size(1), group, window, block, 1.0 / std::sqrt(double(q.size(2)))};
+    const Tiling t = make_tiling(q, 0, k, 0, group, window, block);
     auto out = torch::empty_like(q);
     auto lse = torch::empty({q.size(0), q.size(1)}, q.options());  // [N, T * g]
-    for (int64_t q_begin = 0; q_begin < t.seq_len; q_begin += block) {
+    for (int64_t q_begin = 0; q_begin < t.q_len; q_begin += block) {
       const PositionRange qr = t.query_block(q_begin);
-      const auto q_tile = t.rows(q, qr);  // [N, rows, hd]
-      const PositionRange blocks = visited_key_blocks(qr, window, block);
       torch::Tensor row_max, row_sum, acc;  // [N, rows], [N, rows], [N, rows, hd]
-      // Newest key block first: it holds the diagonal, where every query sees itself, so the
-      // running max is finite from the first tile on (no -inf - -inf = NaN for rows whose
-      // window misses an older tile entirely).
-      for (int64_t b = blocks.end - 1; b >= blocks.begin; --b) {
-        const PositionRange kr = t.key_block(b);
-        auto p = tile_scores(t, q_tile, Tiling::keys(k, kr), qr, kr);  // [N, rows, keys]
-        const auto v_tile = Tiling::keys(v, kr);
-        if (!acc.defined()) {
-          row_max = p.amax(-1);
-          p.sub_(row_max.unsqueeze(-1)).exp_();
-          row_sum = p.sum(-1);
-          acc = torch::bmm(p, v_tile);
-          continue;
-        }
-        auto new_max = torch::maximum(row_max, p.amax(-1));
-        auto correction = (row_max - new_max).exp_();  // rescales what was summed so far
-        p.sub_(new_max.unsqueeze(-1)).exp_();
-        row_sum.mul_(correction).add_(p.sum(-1));
-        acc.mul_(correction.unsqueeze(-1)).baddbmm_(p, v_tile);
-        row_max = new_max;
-      }
+      forward_query_block(t, t.rows(q, qr), qr, k, v, row_max, row_sum, acc, /*fresh=*/true);
       t.rows(out, qr).copy_(acc.div_(row_sum.unsqueeze(-1)));
       lse.narrow(1, qr.begin * group, (qr.end - qr.begin) * group)
           .copy_(row_max.add_(row_sum.log_()));
@@ -110,36 +159,75 @@ class BlockedAttentionFunction : public torch::autograd::Function<BlockedAttenti
     const int64_t group = ctx->saved_data["group"].toInt();
     const int64_t window = ctx->saved_data["window"].toInt();
     const int64_t block = ctx->saved_data["block"].toInt();
-    const Tiling t{k.size(1), group, window, block, 1.0 / std::sqrt(double(q.size(2)))};
+    const Tiling t = make_tiling(q, 0, k, 0, group, window, block);
 
     const auto d_out = grad_outputs[0].contiguous();  // [N, T * g, hd]
     const auto delta = (d_out * out).sum(-1);         // [N, T * g]: rowsum(dO * O)
     auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
-    for (int64_t q_begin = 0; q_begin < t.seq_len; q_begin += block) {
+    for (int64_t q_begin = 0; q_begin < t.q_len; q_begin += block) {
       const PositionRange qr = t.query_block(q_begin);
-      const auto q_tile = t.rows(q, qr), d_out_tile = t.rows(d_out, qr);  // [N, rows, hd]
-      auto dq_tile = t.rows(dq, qr);
-      const auto lse_tile = lse.narrow(1, qr.begin * group, (qr.end - qr.begin) * group);
-      const auto delta_tile = delta.narrow(1, qr.begin * group, (qr.end - qr.begin) * group);
-      const PositionRange blocks = visited_key_blocks(qr, window, block);
-      for (int64_t b = blocks.begin; b < blocks.end; ++b) {
-        const PositionRange kr = t.key_block(b);
-        const auto k_tile = Tiling::keys(k, kr), v_tile = Tiling::keys(v, kr);
-        // P = exp(S - lse): the forward's probabilities, hidden entries exp(-inf) = 0
-        auto p = tile_scores(t, q_tile, k_tile, qr, kr).sub_(lse_tile.unsqueeze(-1)).exp_();
-        Tiling::keys(dv, kr).baddbmm_(p.transpose(1, 2), d_out_tile);  // dV += P^T dO
-        // dS = P * (dO V^T - delta) * scale  (softmax backward, then the score scale)
-        auto ds = torch::bmm(d_out_tile, v_tile.transpose(1, 2));
-        ds.sub_(delta_tile.unsqueeze(-1)).mul_(p).mul_(t.scale);
-        dq_tile.baddbmm_(ds, k_tile);                                  // dQ += dS K
-        Tiling::keys(dk, kr).baddbmm_(ds.transpose(1, 2), q_tile);     // dK += dS^T Q
-      }
+      const auto rows = [&](const torch::Tensor& x) {
+        return x.narrow(1, qr.begin * group, (qr.end - qr.begin) * group);
+      };
+      backward_query_block(t, t.rows(q, qr), t.rows(d_out, qr), rows(lse), rows(delta), qr, k, v,
+                           t.rows(dq, qr), dk, dv);
     }
     return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
+
+AttentionRows attention_rows_start(const torch::Tensor& q) {
+  return {torch::full({q.size(0), q.size(1)}, -std::numeric_limits<double>::infinity(),
+                      q.options()),
+          torch::zeros({q.size(0), q.size(1)}, q.options()), torch::zeros_like(q)};
+}
+
+void attention_rows_add(AttentionRows& a, const torch::Tensor& q, int64_t q_begin,
+                        const torch::Tensor& k, const torch::Tensor& v, int64_t k_begin,
+                        int64_t group, int64_t window, int64_t block) {
+  const Tiling t = make_tiling(q, q_begin, k, k_begin, group, window, block);
+  for (int64_t pos = q_begin; pos < q_begin + t.q_len; pos += block) {
+    const PositionRange qr = t.query_block(pos);
+    auto row_max = t.rows(a.row_max.unsqueeze(-1), qr).squeeze(-1);
+    auto row_sum = t.rows(a.row_sum.unsqueeze(-1), qr).squeeze(-1);
+    auto acc = t.rows(a.acc, qr);
+    forward_query_block(t, t.rows(q, qr), qr, k, v, row_max, row_sum, acc, /*fresh=*/false);
+  }
+}
+
+std::pair<torch::Tensor, torch::Tensor> attention_rows_finish(const AttentionRows& a) {
+  return {a.acc / a.row_sum.unsqueeze(-1), a.row_max + a.row_sum.log()};
+}
+
+void attention_rows_backward(const torch::Tensor& q, int64_t q_begin, const torch::Tensor& d_out,
+                             const torch::Tensor& lse, const torch::Tensor& delta,
+                             const torch::Tensor& k, const torch::Tensor& v, int64_t k_begin,
+                             int64_t group, int64_t window, torch::Tensor& dq, torch::Tensor& dk,
+                             torch::Tensor& dv, int64_t block) {
+  const Tiling t = make_tiling(q, q_begin, k, k_begin, group, window, block);
+  for (int64_t pos = q_begin; pos < q_begin + t.q_len; pos += block) {
+    const PositionRange qr = t.query_block(pos);
+    const auto rows = [&](const torch::Tensor& x) { return t.rows(x.unsqueeze(-1), qr).squeeze(-1); };
+    backward_query_block(t, t.rows(q, qr), t.rows(d_out, qr), rows(lse), rows(delta), qr, k, v,
+                         t.rows(dq, qr), dk, dv);
+  }
+}
+
+torch::Tensor group_queries(const torch::Tensor& q, int64_t kv_heads) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), group = H / kv_heads;
+  // [B, H, T, hd] -> [B, KVH, g, T, hd] -> [B, KVH, T, g, hd] -> [N = B * KVH, T * g, hd]
+  return q.view({B, kv_heads, group, T, hd}).transpose(2, 3)
+      .reshape({B * kv_heads, T * group, hd}).contiguous();
+}
+
+torch::Tensor ungroup_queries(const torch::Tensor& rows, int64_t batch, int64_t heads,
+                              int64_t kv_heads) {
+  const int64_t group = heads / kv_heads, T = rows.size(1) / group, hd = rows.size(2);
+  // [N, T * g, hd] -> [B, KVH, T, g, hd] -> [B, KVH, g, T, hd] -> [B, H, T, hd]
+  return rows.view({batch, kv_heads, T, group, hd}).transpose(2, 3).reshape({batch, heads, T, hd});
+}
 
 torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, int64_t window, int64_t block) {
@@ -156,16 +244,12 @@ torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k,
   // (LibTorch 2.x rejects that mix; 1.13 silently summed in bf16). Backward runs outside
   // autocast anyway.
   NoAutocastGuard no_autocast;
-  // [B, H, T, hd] -> [B, KVH, g, T, hd] -> [B, KVH, T, g, hd] -> [N = B * KVH, T * g, hd]
-  auto q_grouped = q.to(compute).view({B, kv_heads, group, T, hd}).transpose(2, 3)
-                       .reshape({B * kv_heads, T * group, hd}).contiguous();
+  auto q_grouped = group_queries(q.to(compute), kv_heads);
   // [B, KVH, T, hd] -> [N, T, hd]
   auto k_flat = k.to(compute).reshape({B * kv_heads, T, hd}).contiguous();
   auto v_flat = v.to(compute).reshape({B * kv_heads, T, hd}).contiguous();
   auto out = BlockedAttentionFunction::apply(q_grouped, k_flat, v_flat, group, window, block)[0];
-  // [N, T * g, hd] -> [B, KVH, T, g, hd] -> [B, KVH, g, T, hd] -> [B, H, T, hd]
-  return out.view({B, kv_heads, T, group, hd}).transpose(2, 3).reshape({B, H, T, hd})
-      .to(q.scalar_type());
+  return ungroup_queries(out, B, H, kv_heads).to(q.scalar_type());
 }
 
 }  // namespace hlp::model

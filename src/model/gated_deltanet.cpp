@@ -5,6 +5,11 @@
 #include "model/gdn_core.h"
 #include "model/kernels/fused_ops.h"
 #include "model/autocast_state.h"
+#include "model/context_shard.h"
+
+#include <functional>
+#include <optional>
+#include <tuple>
 
 namespace hlp::model {
 
@@ -32,9 +37,17 @@ DynamicShortConvImpl::DynamicShortConvImpl(int64_t generator_in, int64_t channel
 
 torch::Tensor DynamicShortConvImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& generator_input) {
-  const int64_t B = x.size(0), T = x.size(1);
+  return convolve(x, generate(generator_input));
+}
+
+torch::Tensor DynamicShortConvImpl::generate(const torch::Tensor& generator_input) {
   // kernels: [B, T, C, width] ('(c w)' layout of the generator output)
-  auto generated = w2->forward(torch::silu(w1->forward(generator_input)));  // [B, T, C * width]
+  return w2->forward(torch::silu(w1->forward(generator_input)));  // [B, T, C * width]
+}
+
+torch::Tensor DynamicShortConvImpl::convolve(const torch::Tensor& x,
+                                             const torch::Tensor& generated) {
+  const int64_t B = x.size(0), T = x.size(1);
   if (fused::applicable(kernels, {x, generated})) return fused::dynamic_conv_silu(x, generated, width);
   auto per_token = generated.view({B, T, -1, width});
   auto padded = torch::constant_pad_nd(x.transpose(1, 2), {width - 1, 0});  // [B, C, T+width-1]
@@ -86,67 +99,150 @@ void GatedDeltaNetImpl::set_kernels(Kernels k) {
 }
 
 torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1);
-  if (mode == GdnMode::chunked && fused::applicable(kernels, {x, A_log, dt_bias}))
-    return forward_fused(x);
-  torch::Tensor q, k, v;  // [B, T, H*dk], [B, T, H*dk], [B, T, H*dv]
-  if (variant == GdnVariant::gated_deltanet) {
-    q = q_conv1d->forward(q_proj->forward(x));
-    k = k_conv1d->forward(k_proj->forward(x));
-    v = v_conv1d->forward(v_proj->forward(x));
-  } else {
-    q = torch::silu(q_proj->forward(x));
-    k = torch::silu(k_proj->forward(x));
-    v = dynamic_conv1d->forward(v_proj->forward(x), x);
-  }
-  q = q.view({B, T, -1, head_dim_k});  // [B, T, H, dk]
-  k = k.view({B, T, -1, head_dim_k});
-  v = v.view({B, T, -1, head_dim_v});  // [B, T, H, dv]
-  q = l2_normalize(q) / std::sqrt(static_cast<double>(head_dim_k));
-  k = l2_normalize(k);
-  auto beta = torch::sigmoid(b_proj->forward(x));                                  // [B,T,H]
-  auto g = -A_log.exp() * torch::softplus(a_proj->forward(x) + dt_bias);           // [B,T,H]
-
-  // The delta-rule core runs in float32 even under bf16 autocast: the decay exponentials and the
-  // triangular solve need the range (and CPU has no bf16 `eye`). Inputs are upcast once here;
-  // CPU and CUDA autocast are both held off inside (NoAutocastGuard).
-  NoAutocastGuard no_autocast;
-  auto fp32 = [](const torch::Tensor& t) {
-    return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf
-               ? t.to(torch::kFloat)
-               : t;
-  };
-  auto core = mode == GdnMode::chunked
-                  ? gated_delta_rule_chunked(fp32(q), fp32(k), fp32(v), fp32(beta), fp32(g), {},
-                                             chunk_size)
-                  : gated_delta_rule_recurrent(fp32(q), fp32(k), fp32(v), fp32(beta), fp32(g));
-  auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});                     // [B,T,H,dv]
-  auto o = o_norm->forward(core.output) * torch::silu(gate);                       // [B,T,H,dv]
-  return o_proj->forward(o.reshape({B, T, -1}));                                  // [B,T,D]
+  return forward_impl(x, /*fused_path=*/mode == GdnMode::chunked &&
+                             fused::applicable(kernels, {x, A_log, dt_bias}));
 }
 
 torch::Tensor GatedDeltaNetImpl::forward_fused(const torch::Tensor& x) {
+  return forward_impl(x, /*fused_path=*/true);
+}
+
+namespace {
+
+// Under a ContextShard: each local piece of `in` [B, T, C] convolved causally with the
+// (width - 1) rows before it (from their owners), then the pieces concatenated again.
+// conv(joined [B, h + length, C], piece, h) -> [B, h + length, C'] (the first h rows dropped).
+torch::Tensor convolve_pieces(
+    const torch::Tensor& in, int64_t width, ContextShard& cp,
+    const std::function<torch::Tensor(const torch::Tensor&, const SeqPiece&, int64_t)>& conv) {
+  const auto pieces = cp.layout().local_pieces();
+  const auto halos = cp.halo(in, width - 1);
+  std::vector<torch::Tensor> outs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const SeqPiece& p = pieces[i];
+    const int64_t h = halos[i].size(1);
+    auto joined = torch::cat({halos[i], in.narrow(1, p.local_begin, p.length)}, 1);
+    outs.push_back(conv(joined, p, h).narrow(1, h, p.length));
+  }
+  return outs.size() == 1 ? outs[0] : torch::cat(outs, 1);
+}
+
+}  // namespace
+
+torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, bool fused_path) {
   const int64_t B = x.size(0), T = x.size(1);
   const bool jet = variant == GdnVariant::jetblock;
+  ContextShard* cp = current_context_shard();
+  // the causal convolutions: the whole sequence, or each piece with its halo under cp
+  auto short_conv = [&](ShortConv& conv, const torch::Tensor& in) {
+    if (!cp) return conv->forward(in);
+    return convolve_pieces(in, conv->weight.size(2), *cp,
+                           [&](const torch::Tensor& joined, const SeqPiece&, int64_t) {
+                             return conv->forward(joined);
+                           });
+  };
+  auto dynamic_conv = [&](const torch::Tensor& in) {
+    if (!cp) return dynamic_conv1d->forward(in, x);
+    const auto generated = dynamic_conv1d->generate(x);  // this rank's tokens' kernels
+    return convolve_pieces(
+        in, dynamic_conv1d->width, *cp, [&](const torch::Tensor& joined, const SeqPiece& p, int64_t h) {
+          // the halo rows' own outputs are dropped: zero kernels for them
+          auto kernels_of_piece = generated.narrow(1, p.local_begin, p.length);
+          return dynamic_conv1d->convolve(joined,
+                                          torch::constant_pad_nd(kernels_of_piece, {0, 0, h, 0}));
+        });
+  };
+
   torch::Tensor q, k, v;  // [B, T, H*dk], [B, T, H*dk], [B, T, H*dv]
   if (jet) {
-    q = q_proj->forward(x);  // SiLU is fused into the normalisation below
+    q = q_proj->forward(x);  // SiLU below (fused into the normalisation on the fused path)
     k = k_proj->forward(x);
-    v = dynamic_conv1d->forward(v_proj->forward(x), x);
+    v = dynamic_conv(v_proj->forward(x));
   } else {
-    q = q_conv1d->forward(q_proj->forward(x));
-    k = k_conv1d->forward(k_proj->forward(x));
-    v = v_conv1d->forward(v_proj->forward(x));
+    q = short_conv(q_conv1d, q_proj->forward(x));
+    k = short_conv(k_conv1d, k_proj->forward(x));
+    v = short_conv(v_conv1d, v_proj->forward(x));
   }
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(head_dim_k));
-  q = fused::l2_normalize(q, head_dim_k, q_scale, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
-  k = fused::l2_normalize(k, head_dim_k, 1.0, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
-  v = v.view({B, T, -1, head_dim_v});
-  auto [beta, g] = fused::gdn_gates(a_proj->forward(x), b_proj->forward(x), A_log, dt_bias);  // [B,T,H]
-  auto core = fused::gated_delta_rule_chunked(q, k, v, beta, g, {}, chunk_size);
-  auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});                        // [B,T,H,dv]
-  auto o = fused::gated_rms_norm(core.output, o_norm->weight, gate, o_norm->eps);     // [B,T,H,dv]
-  return o_proj->forward(o.reshape({B, T, -1}));                                     // [B,T,D]
+  torch::Tensor beta, g;  // [B, T, H]
+  if (fused_path) {
+    q = fused::l2_normalize(q, head_dim_k, q_scale, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
+    k = fused::l2_normalize(k, head_dim_k, 1.0, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
+    std::tie(beta, g) = fused::gdn_gates(a_proj->forward(x), b_proj->forward(x), A_log, dt_bias);
+  } else {
+    if (jet) {
+      q = torch::silu(q);
+      k = torch::silu(k);
+    }
+    q = l2_normalize(q.view({B, T, -1, head_dim_k})) / std::sqrt(static_cast<double>(head_dim_k));
+    k = l2_normalize(k.view({B, T, -1, head_dim_k}));
+    beta = torch::sigmoid(b_proj->forward(x));
+    g = -A_log.exp() * torch::softplus(a_proj->forward(x) + dt_bias);
+  }
+  v = v.view({B, T, -1, head_dim_v});  // [B, T, H, dv]
+
+  // The delta-rule core. On the reference path it runs in float32 even under bf16 autocast: the
+  // decay exponentials and the triangular solve need the range (and CPU has no bf16 `eye`).
+  // Inputs are upcast once here; CPU and CUDA autocast are both held off from here on (the
+  // output gate and projection included, as they always were on this path).
+  std::optional<NoAutocastGuard> no_autocast;
+  if (!fused_path) no_autocast.emplace();
+  torch::Tensor o;  // [B, T, H, dv]
+  {
+    auto fp32 = [](const torch::Tensor& t) {
+      return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf
+                 ? t.to(torch::kFloat)
+                 : t;
+    };
+    auto core = [&](const torch::Tensor& cq, const torch::Tensor& ck, const torch::Tensor& cv,
+                    const torch::Tensor& cb, const torch::Tensor& cg, const torch::Tensor& s0) {
+      if (fused_path) return fused::gated_delta_rule_chunked(cq, ck, cv, cb, cg, s0, chunk_size);
+      if (mode == GdnMode::chunked)
+        return gated_delta_rule_chunked(fp32(cq), fp32(ck), fp32(cv), fp32(cb), fp32(cg), s0,
+                                        chunk_size);
+      return gated_delta_rule_recurrent(fp32(cq), fp32(ck), fp32(cv), fp32(cb), fp32(cg), s0);
+    };
+    if (!cp) {
+      o = core(q, k, v, beta, g, {}).output;
+    } else {
+      o = core_pieces(q, k, v, beta, g, *cp, core);
+    }
+  }
+  auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});  // [B, T, H, dv]
+  o = fused_path ? fused::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps)
+                 : o_norm->forward(o) * torch::silu(gate);
+  return o_proj->forward(o.reshape({B, T, -1}));  // [B, T, D]
+}
+
+torch::Tensor GatedDeltaNetImpl::core_pieces(const torch::Tensor& q, const torch::Tensor& k,
+                                             const torch::Tensor& v, const torch::Tensor& beta,
+                                             const torch::Tensor& g, ContextShard& cp,
+                                             const CoreFn& core) {
+  // Each piece alone from a zero state gives its outputs o0 and the state it leaves, Q. The
+  // recurrence S_t = A_t S_{t-1} + beta_t k_t v_t^T with A_t = (I - beta_t k_t k_t^T) exp(g_t) is
+  // affine in the entering state S_in: S_t = M_t S_in + S0_t with M_t = A_t ... A_1, so
+  // o_t = S_t^T q_t = o0_t + S_in^T (M_t^T q_t). The same core run with v = 0 from S = I (dk x dk)
+  // returns exactly R_t = M_t^T q_t as its outputs and M = M_T as its state. The shard passes
+  // S_out = M S_in + Q along the pieces; each piece then adds R_t^T S_in.
+  const auto pieces = cp.layout().local_pieces();
+  const int64_t B = q.size(0), H = q.size(2), dk = q.size(3);
+  std::vector<ContextShard::GdnPiece> parts;
+  for (const SeqPiece& p : pieces) {
+    auto part = [&](const torch::Tensor& t) { return t.narrow(1, p.local_begin, p.length); };
+    auto local = core(part(q), part(k), part(v), part(beta), part(g), {});
+    ContextShard::GdnPiece piece{local.output, {}, {}, local.final_state};
+    if (p.index > 0) {  // the sequence's first piece starts from zero: no transition needed
+      auto identity = torch::eye(dk, local.final_state.options())
+                          .expand({B, H, dk, dk}).contiguous();
+      auto transition = core(part(q), part(k), torch::zeros_like(part(k)), part(beta), part(g),
+                             identity);
+      piece.R = transition.output;       // [B, L, H, dk]
+      piece.M = transition.final_state;  // [B, H, dk, dk]
+    }
+    parts.push_back(piece);
+  }
+  const auto outs = cp.state_chain(parts);  // o0 + R^T S_in of every piece
+  return outs.size() == 1 ? outs[0] : torch::cat(outs, 1);
 }
 
 }  // namespace hlp::model

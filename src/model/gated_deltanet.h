@@ -19,6 +19,10 @@
 #include <torch/torch.h>
 
 #include "model/config.h"
+#include "model/context_shard.h"
+#include "model/gdn_core.h"
+
+#include <functional>
 #include "model/layers.h"
 #include "model/lora_linear.h"
 
@@ -41,6 +45,10 @@ class DynamicShortConvImpl : public torch::nn::Module {
   // x: [B, T, C] values, generator_input: [B, T, D] -> [B, T, C];
   // y[t, c] = SiLU(sum_w kernel[t, c, w] * x[t - width + 1 + w, c])
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& generator_input);
+  // The two halves of forward: the per-token kernels [B, T, C * width] of generator_input, and
+  // the convolution of x with given kernels (context parallelism runs them on halo-joined pieces).
+  torch::Tensor generate(const torch::Tensor& generator_input);
+  torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& generated);
   LoRALinear w1{nullptr}, w2{nullptr};  // registered under "kernel_generator"
   int64_t width;
   Kernels kernels = Kernels::fused;  // fused kernel: no [B, T, C, width] windows
@@ -51,10 +59,21 @@ class GatedDeltaNetImpl : public torch::nn::Module {
  public:
   explicit GatedDeltaNetImpl(const ModelConfig& config);
 
-  // x: [B, T, D] -> [B, T, D]
+  // x: [B, T, D] -> [B, T, D]. Under a ContextShard (context_shard.h) x holds this rank's
+  // pieces of the sequence: the convolutions get their halos and the core its entering states
+  // through the shard (core_pieces).
   torch::Tensor forward(const torch::Tensor& x);
   // the same on the fused CPU kernels (chunked core); forward() picks it when they apply
   torch::Tensor forward_fused(const torch::Tensor& x);
+
+  // The delta-rule core of one piece: (q, k, v, beta, g, initial_state or undefined).
+  using CoreFn = std::function<GdnResult(const torch::Tensor&, const torch::Tensor&,
+                                         const torch::Tensor&, const torch::Tensor&,
+                                         const torch::Tensor&, const torch::Tensor&)>;
+  // The core over this rank's pieces, each finished with the state entering it (see the .cpp).
+  static torch::Tensor core_pieces(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, const torch::Tensor& beta,
+                                   const torch::Tensor& g, ContextShard& cp, const CoreFn& core);
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   LoRALinear a_proj{nullptr}, b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};
@@ -71,6 +90,9 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   // set_kernels() also switches dynamic_conv1d and o_norm.
   Kernels kernels = Kernels::fused;
   void set_kernels(Kernels k);
+
+ private:
+  torch::Tensor forward_impl(const torch::Tensor& x, bool fused_path);
 };
 TORCH_MODULE(GatedDeltaNet);
 

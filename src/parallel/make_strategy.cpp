@@ -8,7 +8,9 @@
 namespace hlp::parallel {
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options) {
-  const std::string& s = options.name;
+  // `cp` is ddp whose data-parallel group holds the cp ranks too (each with its share of the
+  // tokens); the sequence split itself is the ContextShard the trainer makes current.
+  const std::string& s = options.name == "cp" ? std::string("ddp") : options.name;
   const int pp = options.mesh ? options.mesh->shape().pp : 1;
   const int tp = options.mesh ? options.mesh->shape().tp : 1;
   if (s == "pp" && pp < 2)
@@ -35,7 +37,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options) {
     return r;
   }
   if (s == "ddp") {
-    auto r = std::make_unique<DdpStrategy>(options);
+    auto r = std::make_unique<DdpStrategy>(options);  // (also `cp`, named so in results)
     r->init();
     return r;
   }

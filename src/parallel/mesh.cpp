@@ -10,6 +10,7 @@ const char* mesh_axis_name(MeshAxis axis) {
     case MeshAxis::DP: return "dp";
     case MeshAxis::PP: return "pp";
     case MeshAxis::TP: return "tp";
+    case MeshAxis::CP: return "cp";
   }
   return "unknown";
 }
@@ -17,41 +18,60 @@ const char* mesh_axis_name(MeshAxis axis) {
 std::vector<int> axis_ranks(const MeshShape& shape, const MeshCoord& coord, MeshAxis axis) {
   std::vector<int> ranks;
   MeshCoord c = coord;
-  int* index = axis == MeshAxis::DP ? &c.dp : (axis == MeshAxis::PP ? &c.pp : &c.tp);
-  const int extent = axis == MeshAxis::DP ? shape.dp : (axis == MeshAxis::PP ? shape.pp : shape.tp);
+  int* index = axis == MeshAxis::DP   ? &c.dp
+               : axis == MeshAxis::PP ? &c.pp
+               : axis == MeshAxis::CP ? &c.cp
+                                      : &c.tp;
+  const int extent = axis == MeshAxis::DP   ? shape.dp
+                     : axis == MeshAxis::PP ? shape.pp
+                     : axis == MeshAxis::CP ? shape.cp
+                                            : shape.tp;
   for (*index = 0; *index < extent; ++*index) ranks.push_back(mesh_rank(shape, c));
   return ranks;
 }
 
-Mesh::Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp)
+Mesh::Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp, int cp)
     : world_(std::move(world)),
-      shape_(make_mesh_shape(world_->size(), tp, pp)),
+      shape_(make_mesh_shape(world_->size(), tp, pp, cp)),
       coord_(mesh_coord(shape_, world_->rank())) {
   // One split per axis, in the same order on every rank. color = the index of the group
-  // (the other two coordinates), key = the coordinate along the axis.
-  dp_ = world_->split(coord_.pp * shape_.tp + coord_.tp, coord_.dp);
-  pp_ = world_->split(coord_.dp * shape_.tp + coord_.tp, coord_.pp);
-  tp_ = world_->split(coord_.dp * shape_.pp + coord_.pp, coord_.tp);
+  // (the other coordinates), key = the coordinate along the axis.
+  const MeshShape& s = shape_;
+  const MeshCoord& c = coord_;
+  dp_ = world_->split((c.pp * s.cp + c.cp) * s.tp + c.tp, c.dp);
+  pp_ = world_->split((c.dp * s.cp + c.cp) * s.tp + c.tp, c.pp);
+  tp_ = world_->split((c.dp * s.pp + c.pp) * s.cp + c.cp, c.tp);
+  if (s.cp > 1) {
+    cp_ = world_->split((c.dp * s.pp + c.pp) * s.tp + c.tp, c.cp);
+    dp_cp_ = world_->split(c.pp * s.tp + c.tp, c.dp * s.cp + c.cp);
+  } else {
+    dp_cp_ = dp_;  // no cp axis: cp_comm() stays nullptr
+  }
   if (dp_->size() != shape_.dp || dp_->rank() != coord_.dp || pp_->size() != shape_.pp ||
-      pp_->rank() != coord_.pp || tp_->size() != shape_.tp || tp_->rank() != coord_.tp)
+      pp_->rank() != coord_.pp || tp_->size() != shape_.tp || tp_->rank() != coord_.tp ||
+      (cp_ && (cp_->size() != shape_.cp || cp_->rank() != coord_.cp)) ||
+      dp_cp_->size() != shape_.dp * shape_.cp)
     throw std::logic_error("Mesh: axis communicators disagree with the layout (" +
                            shape_string() + ", " + coord_string() + ")");
 }
 
 const std::shared_ptr<comm::Communicator>& Mesh::axis_comm(MeshAxis axis) const {
-  return axis == MeshAxis::DP ? dp_ : (axis == MeshAxis::PP ? pp_ : tp_);
+  return axis == MeshAxis::DP ? dp_ : axis == MeshAxis::PP ? pp_ : axis == MeshAxis::CP ? cp_ : tp_;
 }
 
 std::string Mesh::shape_string() const {
   std::ostringstream os;
   os << "dp " << shape_.dp << " x pp " << shape_.pp << " x tp " << shape_.tp;
+  if (shape_.cp > 1) os << " x cp " << shape_.cp;
   return os.str();
 }
 
 std::string Mesh::coord_string() const {
   std::ostringstream os;
   os << "rank " << world_->rank() << " = (dp " << coord_.dp << ", pp " << coord_.pp << ", tp "
-     << coord_.tp << ")";
+     << coord_.tp;
+  if (shape_.cp > 1) os << ", cp " << coord_.cp;
+  os << ")";
   return os.str();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// The dp x pp x tp device mesh over a world communicator, with one sub-communicator per axis.
-// Placement is mesh_layout.h's (Megatron order, tp innermost):
-//   world_rank = (dp_index * pp + pp_index) * tp + tp_index
+// The dp x pp x cp x tp device mesh over a world communicator, with one sub-communicator per
+// axis. Placement is mesh_layout.h's (Megatron order, tp innermost, then cp):
+//   world_rank = ((dp_index * pp + pp_index) * cp + cp_index) * tp + tp_index
 // e.g. 4 ranks, --tp 2: dp 2 x pp 1 x tp 2; tp groups {0,1} {2,3}; dp groups {0,2} {1,3}.
 //
 // Each axis communicator ranks its members by their index along that axis, so
@@ -15,8 +15,8 @@
 
 namespace hlp::parallel {
 
-enum class MeshAxis { DP, PP, TP };
-const char* mesh_axis_name(MeshAxis axis);  // "dp", "pp", "tp"
+enum class MeshAxis { DP, PP, TP, CP };
+const char* mesh_axis_name(MeshAxis axis);  // "dp", "pp", "tp", "cp"
 
 // World ranks in the group of `coord` along `axis`, in axis order (pure arithmetic).
 std::vector<int> axis_ranks(const MeshShape& shape, const MeshCoord& coord, MeshAxis axis);
@@ -26,7 +26,7 @@ class Mesh {
   // Collective over world (every rank must construct its Mesh at the same point).
   // Throws hlp::UserError naming the numbers when world->size() is not a multiple of tp * pp
   // or tp / pp < 1 (on every rank alike, before any communication).
-  Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp);
+  Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp, int cp = 1);
 
   const MeshShape& shape() const { return shape_; }
   const MeshCoord& coord() const { return coord_; }
@@ -36,9 +36,16 @@ class Mesh {
   const std::shared_ptr<comm::Communicator>& dp_comm() const { return dp_; }  // same pp, tp
   const std::shared_ptr<comm::Communicator>& pp_comm() const { return pp_; }  // same dp, tp
   const std::shared_ptr<comm::Communicator>& tp_comm() const { return tp_; }  // same dp, pp
+  // same dp, pp, tp; nullptr when cp = 1
+  const std::shared_ptr<comm::Communicator>& cp_comm() const { return cp_; }
+  // The data-parallel and context-parallel ranks of one (pp, tp) position together, ranked
+  // dp-major (dp_index * cp + cp_index): gradients are averaged over it when cp > 1 (every
+  // rank of it holds an equal share of the global batch's tokens). dp_comm() itself when cp = 1.
+  const std::shared_ptr<comm::Communicator>& dp_cp_comm() const { return dp_cp_; }
   const std::shared_ptr<comm::Communicator>& axis_comm(MeshAxis axis) const;
 
   // "dp 2 x pp 1 x tp 2" and "rank 3 = (dp 1, pp 0, tp 1)", for logs and result files.
+  // (" x cp N" is appended only when cp > 1, so cp-free names stay what checkpoints recorded.)
   std::string shape_string() const;
   std::string coord_string() const;
 
@@ -46,7 +53,7 @@ class Mesh {
   std::shared_ptr<comm::Communicator> world_;
   MeshShape shape_;
   MeshCoord coord_;
-  std::shared_ptr<comm::Communicator> dp_, pp_, tp_;
+  std::shared_ptr<comm::Communicator> dp_, pp_, tp_, cp_, dp_cp_;
 };
 
 }  // namespace hlp::parallel

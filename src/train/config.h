@@ -8,12 +8,14 @@ namespace hlp::train {
 
 struct TrainConfig {
   // parallelism
-  std::string strategy = "single";  // single|ddp|fsdp|fsdp2|pp|tp
+  std::string strategy = "single";  // single|ddp|fsdp|fsdp2|pp|tp|cp
   int tp = 1;                       // tensor-parallel size (composes with a dp strategy)
   int pp = 1;                       // pipeline-parallel size
   std::string pp_split = "balanced";  // uniform|params|balanced|L0,L1,...
   std::string pp_schedule = "1f1b";   // gpipe|1f1b|interleaved|zb-h1
   int pp_virtual = 1;                 // model chunks per stage (interleaved)
+  int cp = 1;                         // context-parallel size: the sequence split over cp ranks
+  std::string cp_layout = "zigzag";   // zigzag|contiguous: which pieces of T a cp rank holds
   int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
   double bucket_mb = 25.0;            // DDP gradient bucket size
   double comm_timeout_s = 300.0;

@@ -15,6 +15,7 @@
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "model/sdpa_attention.h"
+#include "parallel/context_parallel.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "parallel/strategy_util.h"
@@ -82,7 +83,8 @@ std::string non_finite_message(int64_t step, double loss, double grad_norm) {
 // the copy has run), so the step never waits on the loader's memory.
 std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
                                                    const BatchSplit& split,
-                                                   const torch::Device& device) {
+                                                   const torch::Device& device,
+                                                   const model::ContextShard* cp = nullptr) {
   auto tokens = torch::from_blob(const_cast<int64_t*>(batch.tokens.data()),
                                  {batch.rows, batch.cols}, torch::kLong);
   torch::Tensor all;
@@ -98,9 +100,43 @@ std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
   std::vector<parallel::MicroBatch> out;
   for (int m = 0; m < split.micro_batches; ++m) {
     auto rows = all.narrow(0, int64_t(m) * split.micro_batch, split.micro_batch);
-    out.push_back({rows.narrow(1, 0, T).contiguous(), rows.narrow(1, 1, T).contiguous()});
+    auto inputs = rows.narrow(1, 0, T), targets = rows.narrow(1, 1, T);
+    if (cp) {  // this cp rank's pieces of every sequence (context_shard.h)
+      inputs = cp->layout().slice(inputs);
+      targets = cp->layout().slice(targets);
+    }
+    out.push_back({inputs.contiguous(), targets.contiguous()});
   }
   return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Every rank's exchange totals, gathered on every rank of `world` (COLLECTIVE over world).
+metrics::ContextParallelInfo context_parallel_info(const parallel::ContextParallel& cp,
+                                                   comm::Communicator& world, int64_t steps) {
+  metrics::ContextParallelInfo info;
+  info.cp = cp.layout().ranks;
+  info.layout = cp.layout().zigzag ? "zigzag" : "contiguous";
+  info.steps = steps;
+  const size_t kinds = size_t(parallel::CpExchange::count);
+  for (size_t k = 0; k < kinds; ++k)
+    info.exchange_kinds.push_back(parallel::cp_exchange_name(parallel::CpExchange(k)));
+  const auto& st = cp.stats();
+  auto mine = torch::zeros({int64_t(kinds * 2 + 1)}, torch::kLong);
+  for (size_t k = 0; k < kinds; ++k)
+    for (size_t d = 0; d < 2; ++d) mine[int64_t(k * 2 + d)] = st.bytes_sent[k][d];
+  mine[int64_t(kinds * 2)] = st.attention_score_entries;
+  const auto all = world.all_gather(mine).view({world.size(), -1});
+  const auto seconds = world.all_gather(torch::full({1}, st.attention_s, torch::kDouble)).view({-1});
+  for (int r = 0; r < world.size(); ++r) {
+    for (size_t i = 0; i < kinds * 2; ++i) info.bytes_sent.push_back(all[r][int64_t(i)].item<int64_t>());
+    info.attention_score_entries.push_back(all[r][int64_t(kinds * 2)].item<int64_t>());
+    info.attention_s.push_back(seconds[r].item<double>());
+  }
+  return info;
 }
 
 }  // namespace
@@ -108,6 +144,8 @@ std::vector<parallel::MicroBatch> to_micro_batches(const data::Batch& batch,
 TrainConfig with_parallel_defaults(TrainConfig c, int world_size) {
   if (c.strategy == "pp" && c.pp == 1 && world_size / c.tp > 1) c.pp = world_size / c.tp;
   if (c.strategy == "tp" && c.tp == 1 && world_size / c.pp > 1) c.tp = world_size / c.pp;
+  if (c.strategy == "cp" && c.cp == 1 && world_size / (c.tp * c.pp) > 1)
+    c.cp = world_size / (c.tp * c.pp);
   return c;
 }
 
@@ -202,9 +240,14 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   // Phase timers synchronise this GPU at their ends (comm/cuda_timing.h); -1 on CPU runs.
   comm::set_timed_cuda_device(device.device.is_cuda() ? device.device.index() : -1);
 #endif
-  // The dp x pp x tp mesh (collective). Data parallelism runs over its dp axis; the pp and tp
-  // partners of one dp rank read the same rows (the loader is indexed by the dp coordinate).
-  auto mesh = std::make_shared<parallel::Mesh>(compute_world, c.tp, c.pp);
+  // The dp x pp x cp x tp mesh (collective). Data parallelism runs over its dp axis; the pp, cp
+  // and tp partners of one dp rank read the same rows (the loader is indexed by the dp
+  // coordinate); a cp rank then keeps its pieces of every row's tokens (model/context_shard.h).
+  auto mesh = std::make_shared<parallel::Mesh>(compute_world, c.tp, c.pp, c.cp);
+  std::shared_ptr<parallel::ContextParallel> cp_shard;
+  if (mesh->shape().cp > 1)
+    cp_shard = std::make_shared<parallel::ContextParallel>(mesh->cp_comm(), c.seq_len,
+                                                           c.cp_layout == "zigzag");
   const int dp = mesh->shape().dp, dp_rank = mesh->coord().dp;
   const BatchSplit split = split_batch(c, dp);
 
@@ -243,7 +286,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   so.device = device.device;
   so.precision = model::parse_precision(c.precision);
   so.bucket_mb = c.bucket_mb;
-  so.dp_comm = mesh->dp_comm();
+  // gradients are averaged over every rank holding a share of the global batch's tokens
+  so.dp_comm = mesh->dp_cp_comm();
   so.mesh = mesh;
   so.pp_split = c.pp_split;
   if (resume && !resume->pp_split.empty() && resume->pp_split != c.pp_split) {
@@ -286,7 +330,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     eval_options.seed = c.seed ^ 0x5eedea1ull;
     eval_options.loader_threads = 1;
     data::Loader eval_loader(eval_options, dp_rank, dp);
-    eval_micro = to_micro_batches(eval_loader.next(), split, device.device);
+    eval_micro = to_micro_batches(eval_loader.next(), split, device.device, cp_shard.get());
   }
 
   AdamWOptions adam;
@@ -333,8 +377,10 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
     const bool split_backward = pipeline && pipeline->schedule_spec(1).splits_backward();
     // a tp rank's layers: its slice of the heads and the MLP (tp_rank_config)
+    // a cp rank's layers see T / cp tokens (approximation: the exchange buffers and the
+    // G layers' transition pass are not probed)
     activation = probe_activations(tp_rank_config(so.model, mesh->shape().tp), so.lora,
-                                   split.micro_batch, c.seq_len, so.precision,
+                                   split.micro_batch, c.seq_len / mesh->shape().cp, so.precision,
                                    strategy->name() == "fsdp", device.device, probe,
                                    split_backward);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
@@ -374,6 +420,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   outcome.strategy_name = strategy->name();
   outcome.params_total = strategy->params_total();
   outcome.params_trainable = strategy->params_trainable();
+  // From here on the model's forward (and, on the CPU, backward) runs on this rank's pieces.
+  model::ContextShardScope cp_scope(cp_shard.get());
   for (int64_t step = outcome.first_step; step < c.steps; ++step) {
     StepReport r;
     r.step = step;
@@ -391,7 +439,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       batch = loader->next();
     }
     r.data_wait_s = loader->last_wait_s();
-    auto micro = to_micro_batches(batch, split, device.device);
+    auto micro = to_micro_batches(batch, split, device.device, cp_shard.get());
 
     strategy->zero_grad();
     r.loss_scale = scaler.scale();
@@ -447,7 +495,7 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     r.compute_cpu_s = thread_cpu_s() - compute_cpu_step;
     r.loader_cpu_s = loader->stats().worker_cpu_s - loader_cpu_step;
     r.comm_cpu_s = comm::comm_threads_cpu_s() - comm_cpu_step;
-    r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len;
+    r.tokens_local = int64_t(split.rows_per_rank) * c.seq_len / mesh->shape().cp;
     r.tokens_global = int64_t(c.global_batch) * c.seq_len;
     r.optimizer_bytes = optimizer.state_bytes();
     r.activation_predicted_bytes = activation_predicted;
@@ -489,6 +537,8 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     if (world->rank() == 0) std::printf("[hlp-train] wrote merged weights %s\n", c.save_merged.c_str());
   }
   if (pipeline) outcome.pipeline = pipeline->pipeline_info();  // collective over the pp group
+  if (cp_shard) outcome.context_parallel = context_parallel_info(*cp_shard, *world,
+                                                                 int64_t(outcome.losses.size()));
   outcome.held = strategy->held_bytes();
   outcome.optimizer_bytes = optimizer.state_bytes();
   outcome.skipped_steps = scaler.skipped_steps();

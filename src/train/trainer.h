@@ -41,7 +41,7 @@ struct StepReport {
   // the communication threads (BLAS / OpenMP workers are in cpu_s but in none of the others).
   double cpu_s = 0.0, compute_cpu_s = 0.0, loader_cpu_s = 0.0, comm_cpu_s = 0.0;
   int64_t optimizer_bytes = 0;
-  int64_t tokens_local = 0;   // tokens this rank's data-parallel group processed (B*M*T)
+  int64_t tokens_local = 0;   // tokens this rank processed (B*M*T, / cp under context parallelism)
   int64_t tokens_global = 0;  // G * T
   // Predicted activation peak of this rank (activation_model.h; NaN where it was not probed).
   double activation_predicted_bytes = std::nan("");
@@ -68,6 +68,9 @@ struct TrainOutcome {
   // Pipeline runs (--pp > 1 or --tp > 1): per-stage split, costs, times and bubble, for
   // ResultWriter::write_pipeline (same value on every rank).
   std::optional<metrics::PipelineInfo> pipeline;
+  // Context-parallel runs (--cp > 1): every rank's exchanged bytes and attention work, for
+  // ResultWriter::write_context_parallel (same value on every rank).
+  std::optional<metrics::ContextParallelInfo> context_parallel;
 };
 
 struct DeviceInfo;

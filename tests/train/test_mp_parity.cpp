@@ -25,6 +25,7 @@ namespace {
 // Losses and gradient norms of a run (the norm is collective over tp and pp: checks it too).
 struct Trajectory {
   std::vector<double> losses, grad_norms;
+  int64_t tokens_local = 0;  // of the last step
   train::TrainOutcome outcome;
 };
 
@@ -33,6 +34,7 @@ Trajectory run(const train::TrainConfig& c, std::shared_ptr<comm::Communicator> 
   train::TrainHooks hooks;
   hooks.on_step = [&](const train::StepReport& r, parallel::Strategy&) {
     t.grad_norms.push_back(r.grad_norm);
+    t.tokens_local = r.tokens_local;
   };
   t.outcome = train::train(c, comm, hooks);
   t.losses = t.outcome.losses;
@@ -340,4 +342,66 @@ TEST_CASE("pipeline: schedule combinations that cannot run end with a user error
   c.pp_schedule = "zb-h1";
   c.activation_checkpointing = true;  // B would run the recompute's fused backward
   CHECK_THROWS_AS(train::train(c, test::world()), UserError);
+}
+
+// Issue 25: context parallelism. Every sequence is split along T over the cp ranks (tiny's G A S
+// pattern: the delta-rule state passed between ranks, the short-convolution and window halos,
+// ring attention), the loss and gradients reproduce single within the same bounds; both
+// layouts, LoRA and full finetuning; at 4 ranks also cp x ddp, cp x fsdp2 and cp x tp.
+TEST_CASE("context parallel reproduces single", "[parity][cp]") {
+  const int n = test::world()->size();
+  struct Case {
+    const char* strategy;
+    int cp, tp;
+  };
+  std::vector<Case> cases{{"cp", n, 1}};
+  if (n == 4) cases.insert(cases.end(), {{"ddp", 2, 1}, {"fsdp2", 2, 1}, {"tp", 2, 2}});
+  for (int lora_rank : {8, 0})
+    for (const auto& k : cases)
+      for (const char* layout : {"zigzag", "contiguous"}) {
+        SECTION(std::string(k.strategy) + " cp" + std::to_string(k.cp) + " tp" +
+                std::to_string(k.tp) + " " + layout + " lora_rank " + std::to_string(lora_rank)) {
+          auto c = mp_config(k.strategy, lora_rank, 1, k.tp);
+          c.cp = k.cp;
+          c.cp_layout = layout;
+          auto t = run(c, test::world());
+          check_parity(t, reference(lora_rank));
+          // each rank computed T / cp tokens of its rows
+          CHECK(t.tokens_local * k.cp * (n / (k.cp * k.tp)) == int64_t(c.global_batch) * c.seq_len);
+        }
+      }
+}
+
+TEST_CASE("context parallel: small (JetBlock dynamic convolution, hybrid pattern) reproduces "
+          "single", "[parity][cp]") {
+  const int n = test::world()->size();
+  for (int lora_rank : {8, 0}) {
+    auto c = test::tiny_config("single", lora_rank);
+    c.model = "small";
+    c.pattern = "GGASG";  // small's widths and JetBlock G layers; window 256 > T: S sees all
+    c.seq_len = 64;
+    c.global_batch = 2;
+    c.micro_batch = 1;
+    c.steps = 5;
+    c.lora_targets = "all-linear";
+    auto want = run(c, test::self());
+    REQUIRE(want.losses.back() < want.losses.front());
+    c.strategy = "cp";
+    c.cp = n;
+    INFO("lora_rank " << lora_rank);
+    check_parity(run(c, test::world()), want);
+  }
+}
+
+TEST_CASE("context parallel: configurations that cannot run end with a user error", "[cp]") {
+  const int n = test::world()->size();
+  auto c = mp_config("cp", 8, 1, 1);
+  c.seq_len = 30;  // 30 tokens cannot be cut into 2 n equal pieces
+  CHECK_THROWS_WITH(train::train(c, test::world()), Catch::Contains("--seq-len 30") &&
+                                                        Catch::Contains("equal pieces"));
+  if (n == 4) {
+    auto d = mp_config("ddp", 8, 1, 1);
+    d.cp = 3;
+    CHECK_THROWS_WITH(train::train(d, test::world()), Catch::Contains("cp (3)"));
+  }
 }

@@ -1,0 +1,69 @@
+#pragma once
+// Context parallelism (--cp N): the sequence of every row is split along T over the N ranks of a
+// cp group (model/context_shard.h for the layout and what each layer kind asks for); this is the
+// communicating side. Every exchange is point-to-point on the cp communicator and
+// differentiable: its backward returns the gradients to where the values came from.
+//
+//   halo(x, n)        the n rows before each local piece, from their owners. G layers: the
+//                     (kernel - 1) convolution inputs; S layers: window - 1 keys and values.
+//   state_chain       the delta-rule state entering each piece, passed along the pieces in
+//                     position order as S_out = M S_in + Q (one [B, H, dk, dv] message a piece
+//                     boundary), and each piece's outputs finished as o0 + R^T S_in; backward:
+//                     dS_in = R dO + M^T dS_out, passed the other way.
+//   attention         A layers: ring attention. The KV blocks travel around the cp ring (p - 1
+//                     shifts, each overlapped with the step's tiles); every rank merges the
+//                     partial softmax sums of the blocks it sees with the log-sum-exp rule of the
+//                     blocked kernel. Backward sends the blocks around again with their dK, dV
+//                     accumulators (p shifts: they end at their owner). Under the zigzag layout
+//                     every rank does the same number of tiles.
+//                     S layers (window > 0): the halo of window - 1 keys and values, nothing else.
+//
+// ContextParallel counts the bytes it sends per kind and direction, and the attention tiles and
+// seconds of each rank (its balance), for the result file (/context_parallel).
+#include <torch/torch.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "model/context_shard.h"
+
+namespace hlp::parallel {
+
+enum class CpExchange { conv_halo, gdn_state, window_halo, ring_kv, count };
+const char* cp_exchange_name(CpExchange kind);  // "conv_halo", "gdn_state", ...
+
+struct CpStats {
+  // bytes this rank sent, [kind][0 forward, 1 backward]
+  std::array<std::array<int64_t, 2>, size_t(CpExchange::count)> bytes_sent{};
+  int64_t attention_score_entries = 0;  // query x key pairs of the A-layer tiles this rank visited
+  double attention_s = 0;               // seconds in ring attention's tiles (forward + backward)
+};
+
+class ContextParallel : public model::ContextShard {
+ public:
+  // cp_comm: the cp group (rank = position of this rank's pieces); the layout's seq_len = T.
+  ContextParallel(std::shared_ptr<comm::Communicator> cp_comm, int64_t seq_len, bool zigzag);
+
+  const model::SeqLayout& layout() const override { return layout_; }
+  std::vector<torch::Tensor> halo(const torch::Tensor& x, int64_t n) override;
+  std::vector<torch::Tensor> state_chain(const std::vector<GdnPiece>& pieces) override;
+  torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          int64_t window) override;
+
+  comm::Communicator& comm() const { return *comm_; }
+  const CpStats& stats() const { return stats_; }
+  CpStats& mutable_stats() { return stats_; }
+  // The kind the next halo() counts its bytes as (G layers: conv_halo; S layers: window_halo).
+  void set_halo_kind(CpExchange kind) { halo_kind_ = kind; }
+  CpExchange halo_kind() const { return halo_kind_; }
+
+ private:
+  std::shared_ptr<comm::Communicator> comm_;
+  model::SeqLayout layout_;
+  CpStats stats_;
+  CpExchange halo_kind_ = CpExchange::conv_halo;
+};
+
+}  // namespace hlp::parallel
