@@ -72,11 +72,13 @@ Figure context(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   Figure fig = memory
       ? make_figure("context_memory", "Peak memory vs context length",
                "Peak bytes per rank (max over ranks and steps) against the sequence length, one "
-               "line per strategy, world size and activation checkpointing (+ckpt); log-log "
+               "line per strategy, world size and activation checkpointing (+ckpt): context "
+               "parallelism is one line per cp (`cp n=2`, `cp n=4`, `ddp+cp2 n=4`); log-log "
                "axes, so memory linear in T rises with slope 1 and quadratic with slope 2.")
       : make_figure("context_throughput", "Throughput vs context length",
                "Global tokens/s (median after warm-up) against the sequence length, one line "
-               "per strategy, world size and activation checkpointing (+ckpt).");
+               "per strategy, world size and activation checkpointing (+ckpt), one per cp for "
+               "context parallelism.");
   const auto slice = context_slice(rows);
   auto series = series_by(slice, "seq_len", context_series_name, [memory](const ConfigRow& r) {
     return memory ? r.peak_bytes_max / kMiB : r.median(schema::kTokensPerS);

@@ -212,7 +212,7 @@ JobFile parse_job_file(std::istream& in, const std::string& path) {
       throw user_error(path, " [sweep]: axis '", axis.name, "' lists a value twice");
   }
   known.insert(seen.begin(), seen.end());
-  for (const char* implied : {"tp", "pp"}) known.insert(implied);  // default 1 when unset
+  for (const char* implied : {"tp", "pp", "cp"}) known.insert(implied);  // default 1 when unset
   for (const std::string& text : rule_texts) job.excludes.emplace_back(text, known);
 
   std::string launcher = job.setting("", "launcher", "srun");

@@ -97,7 +97,7 @@ Sweep expand_sweep(const JobFile& job) {
     OptionLookup lookup = [&](const std::string& name) -> std::optional<std::string> {
       auto it = values.find(name);
       if (it != values.end()) return it->second;
-      if (name == "tp" || name == "pp" || name == "ranks") return std::string("1");
+      if (name == "tp" || name == "pp" || name == "cp" || name == "ranks") return std::string("1");
       return std::nullopt;
     };
     auto get = [&](const std::string& key) {
@@ -107,18 +107,22 @@ Sweep expand_sweep(const JobFile& job) {
     config.ranks = as_count("ranks", get("ranks"), 1, job.path);
     const std::string strategy = get("strategy");
     const int tp = as_count("tp", get("tp"), 1, job.path), pp = as_count("pp", get("pp"), 1, job.path);
+    const int cp = as_count("cp", get("cp"), 1, job.path);
 
     // Name: composite strategy, ranks, then every other swept axis in file order.
     config.name = strategy;
     config.label = strategy;
     if (tp > 1 && strategy != "tp") config.name += "+tp" + std::to_string(tp);
     if (pp > 1 && strategy != "pp") config.name += "+pp" + std::to_string(pp);
+    if (cp > 1 && strategy != "cp") config.name += "+cp" + std::to_string(cp);
     config.label = config.name + " n=" + std::to_string(config.ranks);
     config.name += "-n" + std::to_string(config.ranks);
     for (const Axis& axis : job.axes) {
       const std::string v = get(axis.name);
       if (axis.name == "strategy" || axis.name == "ranks") continue;
-      if ((axis.name == "tp" && strategy != "tp") || (axis.name == "pp" && strategy != "pp")) continue;
+      if ((axis.name == "tp" && strategy != "tp") || (axis.name == "pp" && strategy != "pp") ||
+          (axis.name == "cp" && strategy != "cp"))
+        continue;
       config.name += "-" + name_token(axis.name, v);
       config.label += " " + axis.name + "=" + v;
     }
@@ -130,11 +134,11 @@ Sweep expand_sweep(const JobFile& job) {
     } else {
       // Impossible combinations that no exclude rule removed.
       std::string why;
-      if (tp < 1 || pp < 1) why = "tp and pp must be at least 1";
-      else if (config.ranks % (int64_t(tp) * pp) != 0)
-        why = "ranks " + std::to_string(config.ranks) + " is not divisible by tp*pp = " + std::to_string(int64_t(tp) * pp) +
-              "; add 'exclude = ranks % (tp*pp) != 0' to [sweep]";
-      else if (strategy == "single" && (config.ranks != 1 || tp != 1 || pp != 1))
+      if (tp < 1 || pp < 1 || cp < 1) why = "tp, pp and cp must be at least 1";
+      else if (config.ranks % (int64_t(tp) * pp * cp) != 0)
+        why = "ranks " + std::to_string(config.ranks) + " is not divisible by tp*pp*cp = " +
+              std::to_string(int64_t(tp) * pp * cp) + "; add 'exclude = ranks % (tp*pp*cp) != 0' to [sweep]";
+      else if (strategy == "single" && (config.ranks != 1 || tp != 1 || pp != 1 || cp != 1))
         why = "strategy single runs on exactly one rank; add 'exclude = strategy=single & ranks!=1' to [sweep]";
       if (!why.empty())
         throw user_error(job.path, ": configuration '", config.name, "' is impossible: ", why);

@@ -14,9 +14,11 @@ const std::vector<TrainOption>& train_options() {
   using K = ValueKind;
   static const std::vector<TrainOption> options = {
       // strategy and mesh
-      {"strategy", K::choice, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp"}, ""},
+      {"strategy", K::choice, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp", "cp"}, ""},
       {"tp", K::integer, {}, "tp"},
       {"pp", K::integer, {}, "pp"},
+      {"cp", K::integer, {}, "cp"},
+      {"cp-layout", K::choice, {"zigzag", "contiguous"}, ""},
       // model
       {"model", K::choice, {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large"}, ""},
       {"pattern", K::text, {}, ""},

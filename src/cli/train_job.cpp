@@ -164,7 +164,8 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   };
   hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy,
                        const train::ActivationProfile& activation) {
-    const auto flops = model::training_flops_per_token(so.model, so.lora, config.seq_len);
+    const int64_t cp_pieces = config.cp > 1 ? (config.cp_layout == "zigzag" ? 2 * config.cp : config.cp) : 1;
+    const auto flops = model::training_flops_per_token(so.model, so.lora, config.seq_len, cp_pieces);
     flops_model = flops.model_per_token;
     flops_executed = flops.executed_per_token;
     if (rank == 0 && on_cuda)
@@ -293,14 +294,17 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
                     cp.exchange_kinds[k].c_str(), bytes / double(n * cp.steps) / 1024);
       line += part;
     }
-    double most = 0, mean = 0;
+    double most = 0, mean = 0, chain = 0;
     for (size_t r = 0; r < n; ++r) {
       most = std::max(most, double(cp.attention_score_entries[r]));
       mean += double(cp.attention_score_entries[r]) / double(n);
+      chain = std::max(chain, cp.state_chain_s[r] / double(cp.steps));
     }
     std::printf("[hlp-train] cp %lld (%s): sent per rank and step (forward + backward): %s; "
-                "ring-attention score pairs most / mean over ranks %.3f\n",
-                (long long)cp.cp, cp.layout.c_str(), line.c_str(), mean > 0 ? most / mean : 1.0);
+                "ring-attention score pairs most / mean over ranks %.3f; G state chain %.3f s "
+                "a step (most over ranks, waits included)\n",
+                (long long)cp.cp, cp.layout.c_str(), line.c_str(), mean > 0 ? most / mean : 1.0,
+                chain);
   }
   int exit_code = 0;
   if (!outcome.non_finite.empty()) {

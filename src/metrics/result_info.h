@@ -79,6 +79,7 @@ struct ContextParallelInfo {
   std::vector<int64_t> bytes_sent;          // [world x kinds x 2] (forward, backward)
   std::vector<int64_t> attention_score_entries;  // [world]
   std::vector<double> attention_s;               // [world]
+  std::vector<double> state_chain_s;             // [world]
   int64_t steps = 0;
 };
 

@@ -313,6 +313,7 @@ std::optional<ContextParallelInfo> ResultReader::context_parallel() const {
     c.bytes_sent = h5::read_attr_ints(g, schema::kCpBytesSent);
     c.attention_score_entries = h5::read_attr_ints(g, schema::kCpAttentionEntries);
     c.attention_s = h5::read_attr_doubles(g, schema::kCpAttentionSeconds);
+    c.state_chain_s = h5::read_attr_doubles(g, schema::kCpStateChainSeconds);
     c.steps = h5::read_attr_int(g, schema::kCpSteps);
     return std::optional<ContextParallelInfo>(std::move(c));
   });

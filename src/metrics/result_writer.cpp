@@ -642,6 +642,7 @@ void ResultWriter::write_context_parallel(const ContextParallelInfo& info) {
     h5::write_attr(g, schema::kCpBytesSent, info.bytes_sent);
     h5::write_attr(g, schema::kCpAttentionEntries, info.attention_score_entries);
     h5::write_attr(g, schema::kCpAttentionSeconds, info.attention_s);
+    h5::write_attr(g, schema::kCpStateChainSeconds, info.state_chain_s);
     h5::write_attr(g, schema::kCpSteps, info.steps);
   }
   s.flush_file();

@@ -153,6 +153,8 @@ inline constexpr const char* kCpExchangeKinds = "exchange_kinds";  // string "co
 // float64 [world]: seconds each rank spent in those tiles (the work balance of the layout)
 inline constexpr const char* kCpAttentionEntries = "attention_score_entries";
 inline constexpr const char* kCpAttentionSeconds = "attention_s";
+// float64 [world]: seconds each rank spent in the G layers' state chain, waits included
+inline constexpr const char* kCpStateChainSeconds = "state_chain_s";
 inline constexpr const char* kCpSteps = "steps";          // int64: steps the totals cover
 
 // ---- /pipeline: attributes (pipeline runs only) --------------------------------------------------

@@ -230,7 +230,8 @@ std::vector<double> layer_forward_flops_per_token(const ModelConfig& c, int64_t 
   return flops;
 }
 
-std::vector<double> layer_costs(const ModelConfig& c, const LoraConfig& lora, int64_t seq_len) {
+std::vector<double> layer_costs(const ModelConfig& c, const LoraConfig& lora, int64_t seq_len,
+                                int64_t cp_pieces) {
   const auto m = matmul_params(c, lora);
   std::vector<double> cost(m.frozen.size(), 0.0);
   for (size_t i = 0; i < cost.size(); ++i)
@@ -238,6 +239,14 @@ std::vector<double> layer_costs(const ModelConfig& c, const LoraConfig& lora, in
   for (int64_t b = 0; b < c.num_layers(); ++b) {
     const MixingFlops mixing = mixing_executed_flops_per_token(c, b, seq_len);
     cost[b + 1] += mixing.total();
+    if (cp_pieces > 1 && c.layer_kind(b) == LayerKind::gated_delta) {
+      // context parallelism: the transition pass (v = 0 from S = I: d_v -> d_k columns) on
+      // (pieces - 1) / pieces of the tokens
+      ModelConfig transition = c;
+      transition.gdn_head_dim_v = c.gdn_head_dim_k;
+      cost[b + 1] += mixing_training_flops_per_token(transition, b, seq_len) *
+                     double(cp_pieces - 1) / double(cp_pieces);
+    }
     if (c.activation_checkpointing) {  // one more forward of the block in backward
       cost[b + 1] += 2.0 * (m.frozen[b + 1] + m.trainable_base[b + 1] + m.adapter[b + 1]) +
                      mixing.forward;
@@ -247,7 +256,7 @@ std::vector<double> layer_costs(const ModelConfig& c, const LoraConfig& lora, in
 }
 
 TrainingFlops training_flops_per_token(const ModelConfig& c, const LoraConfig& lora,
-                                       int64_t seq_len) {
+                                       int64_t seq_len, int64_t cp_pieces) {
   TrainingFlops f;
   const auto base = matmul_params(c, LoraConfig::none());
   double n = 0, mixing = 0;
@@ -256,7 +265,7 @@ TrainingFlops training_flops_per_token(const ModelConfig& c, const LoraConfig& l
     mixing += mixing_training_flops_per_token(c, b, seq_len);
   f.n_params = static_cast<int64_t>(n);
   f.model_per_token = 6.0 * n + mixing;
-  for (double cost : layer_costs(c, lora, seq_len)) f.executed_per_token += cost;
+  for (double cost : layer_costs(c, lora, seq_len, cp_pieces)) f.executed_per_token += cost;
   return f;
 }
 

@@ -100,12 +100,17 @@ struct TrainingFlops {
   int64_t n_params = 0;  // N used in 6 N
 };
 
+// cp_pieces > 1: the sequence is split into that many pieces over context-parallel ranks
+// (docs/strategies.md, "cp"); executed FLOPs then include the G layers' transition pass, the
+// core run once more with d_k value columns on every piece but the first. Model FLOPs do not
+// change.
 TrainingFlops training_flops_per_token(const ModelConfig& config, const LoraConfig& lora,
-                                       int64_t seq_len);
+                                       int64_t seq_len, int64_t cp_pieces = 1);
 
 // Per-layer cost for the pipeline balancer (size L + 2, layer index convention), in executed
 // training FLOP per token (forward + backward, LoRA- and checkpointing-aware). Sums to
 // training_flops_per_token(...).executed_per_token. The embedding lookup costs 0 FLOP.
-std::vector<double> layer_costs(const ModelConfig& config, const LoraConfig& lora, int64_t seq_len);
+std::vector<double> layer_costs(const ModelConfig& config, const LoraConfig& lora, int64_t seq_len,
+                                int64_t cp_pieces = 1);
 
 }  // namespace hlp::model

@@ -190,6 +190,7 @@ struct StateChainFn : torch::autograd::Function<StateChainFn> {
                                const torch::Tensor& R1, const torch::Tensor& M1,
                                const torch::Tensor& Q1, int64_t shard) {
     auto* cp = reinterpret_cast<ContextParallel*>(shard);
+    const double t0 = now_s();
     const SeqLayout& l = cp->layout();
     const auto mine = l.local_pieces();
     const int me = l.rank, pieces = l.piece_count();
@@ -227,6 +228,7 @@ struct StateChainFn : torch::autograd::Function<StateChainFn> {
     }
     for (auto& w : sends) w->wait();
     cp->mutable_stats().bytes_sent[size_t(CpExchange::gdn_state)][0] += sent;
+    cp->mutable_stats().state_chain_s += now_s() - t0;
     ctx->saved_data["shard"] = shard;
     const auto none = placeholder({}, Q0);
     ctx->save_for_backward({R0, M0, S_in[0], R1, M1, S_in[1].defined() ? S_in[1] : none});
@@ -236,6 +238,7 @@ struct StateChainFn : torch::autograd::Function<StateChainFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto* cp = shard_of(ctx);
+    const double t0 = now_s();
     const auto saved = ctx->get_saved_variables();
     const std::array<torch::Tensor, 2> R{saved[0], saved[3]}, M{saved[1], saved[4]},
         S_in{saved[2], saved[5]};
@@ -281,6 +284,7 @@ struct StateChainFn : torch::autograd::Function<StateChainFn> {
     }
     for (auto& w : sends) w->wait();
     cp->mutable_stats().bytes_sent[size_t(CpExchange::gdn_state)][1] += sent;
+    cp->mutable_stats().state_chain_s += now_s() - t0;
     return {d_o0[0], dR[0], dM[0], dQ[0], d_o0[1], dR[1], dM[1], dQ[1], torch::Tensor()};
   }
 };

@@ -39,6 +39,9 @@ struct CpStats {
   std::array<std::array<int64_t, 2>, size_t(CpExchange::count)> bytes_sent{};
   int64_t attention_score_entries = 0;  // query x key pairs of the A-layer tiles this rank visited
   double attention_s = 0;               // seconds in ring attention's tiles (forward + backward)
+  // seconds in the delta-rule state chain (forward + backward), its waits for the neighbours
+  // included: what the sequential scan over the ranks costs
+  double state_chain_s = 0;
 };
 
 class ContextParallel : public model::ContextShard {

@@ -204,4 +204,15 @@ double predict_stage_activation_bytes(const std::vector<ActivationParts>& chunks
          working;
 }
 
+double cp_activation_extra_bytes(const model::ModelConfig& c, int64_t micro_batch,
+                                 int64_t transition_tokens) {
+  if (c.activation_checkpointing) return 0.0;
+  int64_t g_layers = 0;
+  for (int64_t l = 0; l < c.num_layers(); ++l)
+    g_layers += c.layer_kind(l) == model::LayerKind::gated_delta ? 1 : 0;
+  const double dk = double(c.gdn_head_dim_k), chunk = double(c.gdn_chunk);
+  return double(g_layers) * double(micro_batch) * double(transition_tokens) *
+         double(c.gdn_heads) * dk * (2.0 + dk / chunk) * 4.0;
+}
+
 }  // namespace hlp::train

@@ -92,6 +92,15 @@ double predict_activation_bytes(const ActivationProfile& profile, const model::M
                                 int64_t first_block, int64_t end_block, bool has_head,
                                 int64_t in_flight);
 
+// Context parallelism (--cp): what a rank's G layers keep beyond the probed layer, for one
+// micro-batch of `micro_batch` rows whose `transition_tokens` local tokens lie outside the
+// sequence's first piece (gated_deltanet.cpp core_pieces): the transition pass's v = 0 input
+// and its outputs R [B, L, H, dk], and the fused core's state entering every chunk [H, dk, dk],
+// all float32, per G layer: B L H dk (2 + dk / C) 4 bytes. With activation checkpointing they
+// live for one recomputed block only: 0. The probe itself runs at T / cp (the rank's tokens).
+double cp_activation_extra_bytes(const model::ModelConfig& config, int64_t micro_batch,
+                                 int64_t transition_tokens);
+
 // A pipeline stage's predicted activation peak under its schedule table: `chunks` [V] are the
 // stage's chunks' parts, `actions` its table (parallel::stage_actions).
 double predict_stage_activation_bytes(const std::vector<ActivationParts>& chunks,

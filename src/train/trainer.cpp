@@ -130,11 +130,13 @@ metrics::ContextParallelInfo context_parallel_info(const parallel::ContextParall
     for (size_t d = 0; d < 2; ++d) mine[int64_t(k * 2 + d)] = st.bytes_sent[k][d];
   mine[int64_t(kinds * 2)] = st.attention_score_entries;
   const auto all = world.all_gather(mine).view({world.size(), -1});
-  const auto seconds = world.all_gather(torch::full({1}, st.attention_s, torch::kDouble)).view({-1});
+  const auto seconds = world.all_gather(torch::tensor({st.attention_s, st.state_chain_s},
+                                                      torch::kDouble)).view({world.size(), 2});
   for (int r = 0; r < world.size(); ++r) {
     for (size_t i = 0; i < kinds * 2; ++i) info.bytes_sent.push_back(all[r][int64_t(i)].item<int64_t>());
     info.attention_score_entries.push_back(all[r][int64_t(kinds * 2)].item<int64_t>());
-    info.attention_s.push_back(seconds[r].item<double>());
+    info.attention_s.push_back(seconds[r][0].item<double>());
+    info.state_chain_s.push_back(seconds[r][1].item<double>());
   }
   return info;
 }
@@ -229,6 +231,10 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
   }
   const DeviceInfo& device = hooks.device ? *hooks.device : *selected;
   outcome.comm_backend = resolve_comm(c.comm, device);
+  if (c.cp > 1 && outcome.comm_backend == "nccl")
+    throw user_error("--cp runs on the MPI backend only (its exchanges are tagged point-to-point "
+                     "messages that NCCL does not order alike; not tried on a GPU yet); use "
+                     "--comm mpi, or run without --cp");
   std::shared_ptr<comm::Communicator> compute_world = world;
 #if defined(HLP_HAVE_CUDA)
   if (outcome.comm_backend == "nccl") {
@@ -402,6 +408,13 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       } else {
         activation_predicted = working_set + predict_activation_bytes(
             activation, so.model, 0, so.model.num_layers(), true, 1);
+      }
+      if (cp_shard) {  // the G layers' transition pass on this rank's later pieces
+        int64_t transition_tokens = 0;
+        for (const auto& piece : cp_shard->layout().local_pieces())
+          if (piece.index > 0) transition_tokens += piece.length;
+        activation_predicted += cp_activation_extra_bytes(tp_rank_config(so.model, mesh->shape().tp),
+                                                          split.micro_batch, transition_tokens);
       }
     }
   }

@@ -92,7 +92,7 @@ TEST_CASE("analysis: CSV has the configuration columns, counts and every metric 
   std::istringstream in(out.str());
   std::getline(in, header);
   std::getline(in, line);
-  CHECK(header.rfind("strategy,dp,pp,tp,world_size,", 0) == 0);
+  CHECK(header.rfind("strategy,dp,pp,tp,cp,world_size,", 0) == 0);
   CHECK(header.find(",runs,incomplete_runs,steps_used,step_time_s_median,") != std::string::npos);
   const auto commas = [](const std::string& s) { return std::count(s.begin(), s.end(), ','); };
   CHECK(commas(header) == commas(line));

@@ -159,6 +159,15 @@ TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[mo
 
   const auto forward = layer_forward_flops_per_token(c, T);
   CHECK(forward[15] == Approx(2.0 * count_parameters(c).per_layer_total[15] + 4.0 * 12 * 128 * T));
+
+  // context parallelism over 8 pieces: G layers add the transition pass (d_v -> d_k columns)
+  // on 7/8 of the tokens; A and S layers and model FLOPs are unchanged
+  const auto cp = layer_costs(c, lora, T, 8);
+  CHECK(cp[15] == Approx(costs[15]));
+  CHECK(cp[21] == Approx(costs[21]));
+  CHECK(cp[1] - costs[1] ==
+        Approx(3.0 * 12 * (6.0 * 96 * 96 + 64 * (5.0 * 96 + 3.0 * 96)) * 7.0 / 8.0));
+  CHECK(training_flops_per_token(c, lora, T, 8).model_per_token == Approx(executed.model_per_token));
 }
 
 TEST_CASE("model: PEFT-style suffix matching of module names", "[model][lora]") {

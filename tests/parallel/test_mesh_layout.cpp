@@ -63,3 +63,29 @@ TEST_CASE("axis groups partition the world and stride as documented", "[parallel
     CHECK(members == 24);  // every rank in exactly one group of this axis
   }
 }
+
+TEST_CASE("the cp axis sits between tp and pp", "[parallel][mesh][cp]") {
+  MeshShape s = make_mesh_shape(16, 2, 2, 2);  // dp 2 x pp 2 x cp 2 x tp 2
+  CHECK(s.dp == 2);
+  CHECK(s.cp == 2);
+  CHECK(s.world() == 16);
+  for (int r = 0; r < 16; ++r) CHECK(mesh_rank(s, mesh_coord(s, r)) == r);
+  MeshCoord c = mesh_coord(s, 6);  // 6 = ((dp 0 * 2 + pp 1) * 2 + cp 1) * 2 + tp 0
+  CHECK(c.tp == 0);
+  CHECK(c.cp == 1);
+  CHECK(c.pp == 1);
+  CHECK(c.dp == 0);
+  CHECK(axis_ranks(s, mesh_coord(s, 0), MeshAxis::CP) == std::vector<int>{0, 2});
+  CHECK(axis_ranks(s, mesh_coord(s, 0), MeshAxis::PP) == std::vector<int>{0, 4});
+  CHECK(axis_ranks(s, mesh_coord(s, 0), MeshAxis::DP) == std::vector<int>{0, 8});
+  // cp 1: the placement of before
+  MeshShape old = make_mesh_shape(12, 2, 3);
+  for (int r = 0; r < 12; ++r) {
+    const MeshCoord k = mesh_coord(old, r);
+    CHECK(k.cp == 0);
+    CHECK(r == (k.dp * old.pp + k.pp) * old.tp + k.tp);
+  }
+  CHECK_THROWS_WITH(make_mesh_shape(6, 1, 1, 4), Catch::Contains("cp (4)") &&
+                                                     Catch::Contains("world size 6"));
+  CHECK_THROWS_WITH(make_mesh_shape(4, 1, 1, 0), Catch::Contains("--cp must be >= 1 (got 0)"));
+}

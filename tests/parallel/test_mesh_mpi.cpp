@@ -77,3 +77,19 @@ TEST_CASE("an impossible mesh throws UserError on every rank without communicati
   // the world is still in step afterwards
   test_world().barrier();
 }
+
+TEST_CASE("cp mesh at 4 ranks: cp groups {0,1} {2,3}, dp x cp the whole world", "[mpi][mesh]") {
+  auto& world = test_world();
+  if (world.size() != 4) return;
+  Mesh mesh(test_world_ptr(), /*tp=*/1, /*pp=*/1, /*cp=*/2);
+  const int r = world.rank();
+  CHECK(mesh.shape_string() == "dp 2 x pp 1 x tp 1 x cp 2");
+  CHECK(mesh.coord().cp == r % 2);
+  CHECK(members(*mesh.cp_comm()) == (r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}));
+  CHECK(members(*mesh.dp_comm()) == (r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}));
+  CHECK(members(*mesh.dp_cp_comm()) == std::vector<int>{0, 1, 2, 3});
+  CHECK(members(*mesh.axis_comm(MeshAxis::CP)) == axis_ranks(mesh.shape(), mesh.coord(), MeshAxis::CP));
+  Mesh plain(test_world_ptr(), 1, 1);
+  CHECK(plain.cp_comm() == nullptr);
+  CHECK(plain.dp_cp_comm() == plain.dp_comm());
+}

@@ -134,6 +134,47 @@ def check_pp(path):
         expect(nested == 0, "pipeline waits lie outside forward/backward compute spans")
 
 
+def check_cp(path):
+    """small (GGGGGGAGGASG, JetBlock G: H 4, dk 48, dv 128; A/S: KVH 2, hd 64, window 256),
+    T 1024 over cp 2 zigzag (4 pieces of 256), B 1, M 2 micro-batches a step."""
+    with h5py.File(path, "r") as f:
+        wait = steps(f, "pipeline_wait_s")[:, WARMUP:]
+        step = steps(f, "step_time_s")[:, WARMUP:]
+        parts = sum(steps(f, m)[:, WARMUP:] for m in (
+            "comm_exposed_s", "pipeline_wait_s", "data_wait_s", "forward_s", "backward_s", "optimizer_s"))
+        expect(bool(np.all(wait.max(axis=0) > 0)), f"cp: pipeline_wait_s > 0 on some rank every step: {wait}")
+        share = parts / step
+        expect(bool(np.all(np.median(share, axis=1) >= 0.95)) and bool(np.all(share >= 0.85))
+               and bool(np.all(share <= 1.0 + 1e-6)),
+               f"cp: attributed share of the step outside [0.95, 1]: {share}")
+        g = f["context_parallel"]
+        kinds = attr(g, "exchange_kinds").split(",")
+        world = int(attr(f, "world_size"))
+        sent = np.asarray(g.attrs["bytes_sent"]).reshape(world, len(kinds), 2).sum(axis=0)
+        runs = int(attr(g, "steps")) * 2  # micro-batches
+        N, B, T, es = 2, 1, 1024, 4
+        X = 2 * N - 2            # piece boundaries across ranks (zigzag)
+        L = T // N
+        H, dk, dv, KVH, hd, W = 4, 48, 128, 2, 64, 256
+        G, S, A = 9, 1, 2
+        want = {
+            "conv_halo": (G * X * 3 * H * dv * B * es,) * 2,
+            "gdn_state": (G * X * B * H * dk * dv * es,) * 2,
+            "window_halo": (S * X * (W - 1) * 2 * KVH * hd * B * es,) * 2,
+            "ring_kv": (A * N * (N - 1) * 2 * B * L * KVH * hd * es,
+                        A * N * (2 * N - 1) * 2 * B * L * KVH * hd * es),
+        }
+        for k, name in enumerate(kinds):
+            for d in range(2):
+                expect(int(sent[k, d]) == runs * want[name][d],
+                       f"cp {name} {'forward' if d == 0 else 'backward'}: sent {int(sent[k, d])} bytes, "
+                       f"formula {runs * want[name][d]}")
+        entries = np.asarray(g.attrs["attention_score_entries"])
+        expect(int(entries.max()) == int(entries.min()), f"cp zigzag: unequal attention work {entries}")
+        print(f"{path}: pipeline_wait fraction per rank {np.median(wait / step, axis=1)}, attributed "
+              f"share min {share.min():.4f}; bytes per kind (fwd, bwd) {dict(zip(kinds, sent.tolist()))}")
+
+
 def check_nonfinite(path, steps_before):
     with h5py.File(path, "r") as f:
         expect(int(attr(f, "complete")) == 0, "stopped run: complete = 0")
@@ -153,6 +194,8 @@ if __name__ == "__main__":
         check_tp(path)
     elif kind == "pp":
         check_pp(path)
+    elif kind == "cp":
+        check_cp(path)
     elif kind == "nonfinite":
         check_nonfinite(path, int(sys.argv[3]))
     else:

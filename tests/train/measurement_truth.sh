@@ -43,6 +43,14 @@ pp)
       --out "$dir/pp.h5" > "$dir/pp.log" 2>&1 || { cat "$dir/pp.log"; fail "pp run"; }
   "$PY" "$CHECK" pp "$dir/pp.h5" || fail "pp attribution"
   ;;
+cp)
+  # context parallelism: the halo / state / ring waits are point-to-point, so the step stays
+  # fully attributed, and the bytes each exchange sent are docs/strategies.md's formulas
+  "$MPIEXEC" -n 2 "$HLP_TRAIN" --strategy cp --model small --seq-len 1024 --micro-batch 1 \
+      --global-batch 2 --steps 4 --threads 1 --loader-threads 1 \
+      --out "$dir/cp.h5" > "$dir/cp.log" 2>&1 || { cat "$dir/cp.log"; fail "cp run"; }
+  "$PY" "$CHECK" cp "$dir/cp.h5" || fail "cp attribution and exchanged bytes"
+  ;;
 nonfinite)
   "$MPIEXEC" -n 2 "$HLP_TRAIN" --strategy ddp --model tiny --seq-len 64 --steps 12 --lr 1e30 \
       --threads 1 --loader-threads 1 --flush-every 1 --out "$dir/nan.h5" \
