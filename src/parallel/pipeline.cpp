@@ -59,9 +59,11 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     materialise_on_device(name, p, options_.seed, options_.device);  // CPU draw, then moved
     tp_->slice(name, p);
   };
-  if (options_.name == "fsdp2")
+  if (options_.name == "fsdp2") {
     unit_ = make_per_param_unit(params, options_.dp_comm, materialise);
-  else
+    for (auto& [name, p] : params)  // sizes survive the unit's free_storage: the tp slice
+      working_set_bytes_ += p.numel() * int64_t(p.element_size()) * (p.requires_grad() ? 2 : 1);
+  } else
     for (auto& [name, p] : params) materialise(name, p);
 
   const auto counts = model::count_parameters(options_.model, options_.lora);

@@ -66,6 +66,9 @@ class PipelineStrategy : public Strategy {
   double grad_norm() override;  // collective over tp and pp
   void zero_grad() override;
   HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_}; }
+  // fsdp2 inside a pipeline / tensor-parallel mesh: the stage's parameters are gathered whole
+  // for the step, with full-size gradients for the trainable ones until their reduce-scatter.
+  int64_t working_set_bytes() const override { return working_set_bytes_; }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
   std::vector<model::hf::HeldTensor> held_tensors() override;
@@ -101,6 +104,7 @@ class PipelineStrategy : public Strategy {
   std::shared_ptr<Mesh> mesh_;
   int stage_ = 0, stages_ = 1, chunks_ = 1;
   StageSplit split_;                      // over the stages_ x chunks_ virtual stages
+  int64_t working_set_bytes_ = 0;
   std::vector<model::HybridLM> parts_;  // [V]: the model chunk c = virtual stage c p + stage
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ShardedUnit> unit_;  // fsdp2 over dp (nullptr: replicated over dp)

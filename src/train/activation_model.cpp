@@ -175,13 +175,17 @@ ActivationParts activation_parts(const ActivationProfile& profile, const model::
     if (!a) return {std::nan(""), std::nan(""), std::nan("")};
     parts.held += checkpointing ? a->saved_checkpointed : a->saved;
     parts.split_pending += a->split_pending;
-    parts.working = std::max(parts.working, checkpointing ? a->saved + a->transient : a->transient);
+    parts.layer_working =
+        std::max(parts.layer_working, checkpointing ? a->saved + a->transient : a->transient);
   }
+  parts.working = parts.layer_working;
   if (has_head) {
     const LayerActivation* h = profile.find("head");
     if (!h) return {std::nan(""), std::nan(""), std::nan("")};
     parts.held += h->saved;
     parts.split_pending += h->split_pending;
+    parts.head_saved = h->saved;
+    parts.head_working = h->transient;
     parts.working = std::max(parts.working, h->transient);
   }
   return parts;
@@ -191,7 +195,12 @@ double predict_activation_bytes(const ActivationProfile& profile, const model::M
                                 int64_t first_block, int64_t end_block, bool has_head,
                                 int64_t in_flight) {
   const ActivationParts parts = activation_parts(profile, config, first_block, end_block, has_head);
-  return double(std::max<int64_t>(1, in_flight)) * parts.held + parts.working;
+  const double held = double(std::max<int64_t>(1, in_flight)) * parts.held;
+  if (!has_head) return held + parts.working;
+  // The head's backward runs first and frees what its forward saved before any block's backward
+  // runs: the peak is at the head's backward (everything held plus its working set) or later, in
+  // a block's backward (or recompute), without the head's saved tensors.
+  return std::max(held + parts.head_working, held - parts.head_saved + parts.layer_working);
 }
 
 double predict_stage_activation_bytes(const std::vector<ActivationParts>& chunks,
@@ -213,6 +222,30 @@ double cp_activation_extra_bytes(const model::ModelConfig& c, int64_t micro_batc
   const double dk = double(c.gdn_head_dim_k), chunk = double(c.gdn_chunk);
   return double(g_layers) * double(micro_batch) * double(transition_tokens) *
          double(c.gdn_heads) * dk * (2.0 + dk / chunk) * 4.0;
+}
+
+double predict_rank_activation_bytes(const ActivationProfile& profile,
+                                     const model::ModelConfig& config, int tp,
+                                     const parallel::PipeSpec* spec,
+                                     const std::vector<int64_t>* first_block,
+                                     const std::vector<int64_t>* end_block, int stage,
+                                     int64_t micro_batch, int64_t cp_transition_tokens) {
+  double bytes = 0;
+  if (spec && spec->stages > 1) {
+    // every chunk of this stage, composed over the stage's schedule table
+    std::vector<ActivationParts> chunks;
+    for (int chunk = 0; chunk < spec->chunks; ++chunk) {
+      const size_t g = size_t(spec->virtual_stage(stage, chunk));
+      chunks.push_back(activation_parts(profile, config, first_block->at(g), end_block->at(g),
+                                        end_block->at(g) == config.num_layers()));
+    }
+    bytes = predict_stage_activation_bytes(chunks, parallel::stage_actions(*spec, stage));
+  } else {
+    bytes = predict_activation_bytes(profile, config, 0, config.num_layers(), true, 1);
+  }
+  if (cp_transition_tokens > 0)
+    bytes += cp_activation_extra_bytes(tp_rank_config(config, tp), micro_batch, cp_transition_tokens);
+  return bytes;
 }
 
 }  // namespace hlp::train

@@ -8,10 +8,14 @@
 // under the allocator counter at two short lengths (probe_lengths). Attention is linear in T
 // (blocked / sdpa, issue #15), so bytes(T) = a + b T per kind; the fit is extrapolated to the
 // run's T. The composition into a rank's peak is the model:
-//   no checkpointing:  in_flight x (sum of saved over the rank's layers + input)
-//                      + max(transient of any layer, transient of the head)
-//   checkpointing:     in_flight x (sum of saved_checkpointed + input)
-//                      + max over layers (saved + transient: the recomputed block), head
+//   no checkpointing:  held = in_flight x (sum of saved over the rank's layers + input)
+//                      peak = max(held + transient of the head,
+//                                 held - saved of the head + transient of any layer)
+//   checkpointing:     held = in_flight x (sum of saved_checkpointed + input)
+//                      peak = max(held + transient of the head, held - saved of the head
+//                                 + max over layers (saved + transient: the recomputed block))
+//   (the head's backward runs first and frees its saved tensors before any block's backward;
+//   pipeline stages compose over their schedule table instead, below)
 // The trainer adds the strategy's own working set (Strategy::working_set_bytes(): fsdp's gathered
 // units), which the measured activation_bytes hold too.
 // in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
@@ -82,6 +86,9 @@ model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp);
 // working set of one of its backwards. NaN where a layer kind was not probed.
 struct ActivationParts {
   double held = 0, split_pending = 0, working = 0;
+  // of `working`: the largest of the blocks' and the head's own; the head's saved bytes (in
+  // `held`), which its backward frees before any block's backward runs
+  double layer_working = 0, head_working = 0, head_saved = 0;
 };
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
                                  int64_t first_block, int64_t end_block, bool has_head);
@@ -91,6 +98,20 @@ ActivationParts activation_parts(const ActivationProfile& profile, const model::
 double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
                                 int64_t first_block, int64_t end_block, bool has_head,
                                 int64_t in_flight);
+
+// One rank's predicted activation peak (its strategy's working set not included), composed as
+// the trainer runs it: the whole model (no pipeline), or pipeline stage `stage` of `stages`
+// (its chunks from `split`, over the stage's table of `spec`); plus the context-parallel
+// transition pass when `cp_transition_tokens` > 0 (cp_activation_extra_bytes). `config` is the
+// model (the layer pattern; its activation_checkpointing decides the composition); `tp` divides
+// the heads and MLP for the cp term as tp_rank_config does. hlp-train (before its first step)
+// and hlp-plan both predict with it.
+double predict_rank_activation_bytes(const ActivationProfile& profile,
+                                     const model::ModelConfig& config, int tp,
+                                     const parallel::PipeSpec* spec,
+                                     const std::vector<int64_t>* first_block,
+                                     const std::vector<int64_t>* end_block, int stage,
+                                     int64_t micro_batch, int64_t cp_transition_tokens);
 
 // Context parallelism (--cp): what a rank's G layers keep beyond the probed layer, for one
 // micro-batch of `micro_batch` rows whose `transition_tokens` local tokens lie outside the

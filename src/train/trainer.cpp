@@ -383,49 +383,36 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
     // flat fsdp: the FlatParameter requires grad as a whole, frozen weights included
     const bool split_backward = pipeline && pipeline->schedule_spec(1).splits_backward();
     // a tp rank's layers: its slice of the heads and the MLP (tp_rank_config)
-    // a cp rank's layers see T / cp tokens (approximation: the exchange buffers and the
-    // G layers' transition pass are not probed)
+    // a cp rank's layers see T / cp tokens (the G layers' transition pass is added below)
     activation = probe_activations(tp_rank_config(so.model, mesh->shape().tp), so.lora,
                                    split.micro_batch, c.seq_len / mesh->shape().cp, so.precision,
                                    strategy->name() == "fsdp", device.device, probe,
                                    split_backward);
     const int pp = mesh->shape().pp, stage = mesh->coord().pp;
-    {
-      const double working_set = double(strategy->working_set_bytes());
-      if (pipeline && pp > 1) {
-        // every chunk of this stage, composed over the stage's schedule table
-        const parallel::StageSplit& stages = pipeline->split();
-        std::vector<ActivationParts> chunks;
-        for (int chunk = 0; chunk < pipeline->chunks(); ++chunk) {
-          const size_t g = size_t(chunk * pp + stage);
-          chunks.push_back(activation_parts(activation, so.model, stages.first_block[g],
-                                            stages.end_block[g],
-                                            stages.end_block[g] == so.model.num_layers()));
-        }
-        const auto actions = parallel::stage_actions(
-            pipeline->schedule_spec(int(split.micro_batches)), stage);
-        activation_predicted = working_set + predict_stage_activation_bytes(chunks, actions);
-      } else {
-        activation_predicted = working_set + predict_activation_bytes(
-            activation, so.model, 0, so.model.num_layers(), true, 1);
-      }
-      if (cp_shard) {  // the G layers' transition pass on this rank's later pieces
-        int64_t transition_tokens = 0;
-        for (const auto& piece : cp_shard->layout().local_pieces())
-          if (piece.index > 0) transition_tokens += piece.length;
-        activation_predicted += cp_activation_extra_bytes(tp_rank_config(so.model, mesh->shape().tp),
-                                                          split.micro_batch, transition_tokens);
-      }
-    }
+    std::optional<parallel::PipeSpec> spec;
+    if (pipeline && pp > 1) spec = pipeline->schedule_spec(int(split.micro_batches));
+    int64_t transition_tokens = 0;  // cp: this rank's tokens outside the sequence's first piece
+    if (cp_shard)
+      for (const auto& piece : cp_shard->layout().local_pieces())
+        if (piece.index > 0) transition_tokens += piece.length;
+    activation_predicted =
+        double(strategy->working_set_bytes()) +
+        predict_rank_activation_bytes(activation, so.model, mesh->shape().tp,
+                                      spec ? &*spec : nullptr,
+                                      spec ? &pipeline->split().first_block : nullptr,
+                                      spec ? &pipeline->split().end_block : nullptr, stage,
+                                      split.micro_batch, transition_tokens);
   }
   if (world->rank() == 0 && !activation.kinds.empty()) {
     std::string kinds;
     for (const auto& k : activation.kinds)
       kinds += (kinds.empty() ? "" : ", ") + k.kind + " " +
                std::to_string(int64_t(std::llround(k.saved / (1 << 20)))) + " MiB";
-    std::printf("[hlp-train] activation probe: saved per micro-batch (B %d, T %d): %s; predicted "
+    std::printf("[hlp-train] activation probe: saved per micro-batch (B %d, T %d%s): %s; predicted "
                 "activation peak %.0f MiB on rank 0\n",
-                split.micro_batch, c.seq_len, kinds.c_str(), activation_predicted / (1 << 20));
+                split.micro_batch, c.seq_len / mesh->shape().cp,
+                mesh->shape().cp > 1 ? (" of " + std::to_string(c.seq_len) + " under cp").c_str() : "",
+                kinds.c_str(), activation_predicted / (1 << 20));
   }
   refuse_what_cannot_fit(c, *world, device, *strategy, optimizer, activation_predicted,
                          split.micro_batch);

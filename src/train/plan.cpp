@@ -1,0 +1,482 @@
+#include "train/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "common/error.h"
+#include "metrics/cpu_allocator_counter.h"
+#include "metrics/device_peak.h"
+#include "metrics/torch_info.h"
+#include "model/accounting.h"
+#include "model/context_shard.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/stage_split.h"
+#include "parallel/tensor_parallel.h"
+#include "train/memory_limit.h"
+
+namespace hlp::train {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// The CUDA context (kernels of LibTorch and its libraries, cuBLAS workspace, NCCL's own
+// buffers) lives outside the caching allocator that hlp-train's peak measures. An estimate for
+// CUDA 12 with lazy module loading, not measured on this GPU-less machine.
+constexpr double kCudaContextBytes = 0.75 * kGiB;
+// The caching allocator rounds blocks (512 B small, 2 MiB large segments) and fragments: a
+// fraction of the allocator peak, estimated.
+constexpr double kAllocatorRounding = 0.05;
+
+struct DeviceRow {
+  const char* name;
+  double memory_bytes;
+  const char* cuda_name;  // for metrics::gpu_peak_flops (device_peak.h)
+  double link_bytes_per_s;
+  const char* link;
+};
+
+// Nominal capacities (V100 / A100 / H100: GiB of HBM; H200: 141 GB); per-rank ring bandwidth:
+// half the GPU's aggregate NVLink bandwidth of its datasheet (each GPU sends and receives),
+// PCIe 4.0 x16 for the L40S.
+const std::vector<DeviceRow>& device_rows() {
+  static const std::vector<DeviceRow> rows = {
+      {"v100-16", 16 * kGiB, "Tesla V100-SXM2-16GB", 150e9, "NVLink 2: 300 GB/s a GPU"},
+      {"v100-32", 32 * kGiB, "Tesla V100-SXM2-32GB", 150e9, "NVLink 2: 300 GB/s a GPU"},
+      {"a100-40", 40 * kGiB, "NVIDIA A100-SXM4-40GB", 300e9, "NVLink 3: 600 GB/s a GPU"},
+      {"a100-80", 80 * kGiB, "NVIDIA A100-SXM4-80GB", 300e9, "NVLink 3: 600 GB/s a GPU"},
+      {"h100-80", 80 * kGiB, "NVIDIA H100 80GB HBM3", 450e9, "NVLink 4: 900 GB/s a GPU"},
+      {"h200", 141e9, "NVIDIA H200", 450e9, "NVLink 4: 900 GB/s a GPU"},
+      {"l40s-48", 48 * kGiB, "NVIDIA L40S", 25e9, "PCIe 4.0 x16: 32 GB/s"},
+  };
+  return rows;
+}
+
+double ceil_div(int64_t a, int64_t b) { return double((a + b - 1) / b); }
+
+bool is_block_param(const std::string& name) { return name.rfind("blocks.", 0) == 0; }
+
+int64_t block_of(const std::string& name) { return std::stoll(name.substr(7)); }
+
+}  // namespace
+
+const std::vector<std::string>& plan_device_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& r : device_rows()) n.push_back(r.name);
+    n.push_back("cpu");
+    return n;
+  }();
+  return names;
+}
+
+PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks) {
+  PlanDevice d;
+  d.name = name;
+  if (name == "cpu") {
+    const HostMemory host = host_memory();
+    const int64_t usable = host.usable_bytes();
+    d.memory_bytes = usable > 0 ? double(usable) / std::max(1, ranks) : 0;
+    d.memory_source = host.source() + " / " + std::to_string(ranks) + " rank(s)";
+    const auto peak = metrics::measure_cpu_peak_flops(0.3);
+    d.peak_flops = peak.flops_per_s;
+    d.peak_source = peak.source;
+    d.efficiency = 0.5;
+    d.link_bytes_per_s = 5e9;
+    d.link_latency_s = 5e-6;
+    d.link_source = "MPI shared memory, 5 GB/s and 5 us: assumed";
+    return d;
+  }
+  for (const auto& r : device_rows()) {
+    if (name != r.name) continue;
+    d.memory_bytes = r.memory_bytes;
+    d.memory_source = "nominal capacity of the " + name;
+    d.reserve_bytes = kCudaContextBytes;
+    d.rounding = kAllocatorRounding;
+    const auto peak = metrics::gpu_peak_flops(r.cuda_name, precision);
+    d.peak_flops = peak ? peak->flops_per_s : 0;
+    d.peak_source = peak ? peak->source : "unknown";
+    d.efficiency = 0.35;
+    d.link_bytes_per_s = r.link_bytes_per_s;
+    d.link_latency_s = 10e-6;
+    d.link_source = std::string(r.link) + ", half of it a direction per rank; 10 us a message";
+    return d;
+  }
+  std::string all;
+  for (const auto& n : plan_device_names()) all += (all.empty() ? "" : ", ") + n;
+  throw user_error("--gpu ", name, " is not known; use one of: ", all);
+}
+
+std::string PlanCandidate::name() const {
+  std::string s = strategy;
+  if (pp > 1 && strategy != "pp") s += "+pp" + std::to_string(pp);
+  if (tp > 1 && strategy != "tp") s += "+tp" + std::to_string(tp);
+  if (cp > 1 && strategy != "cp") s += "+cp" + std::to_string(cp);
+  s += " n=" + std::to_string(ranks);
+  if (pp > 1) {
+    s += " " + pp_schedule;
+    if (pp_virtual > 1) s += " V" + std::to_string(pp_virtual);
+  }
+  return s;
+}
+
+std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& config,
+                                           const TrainConfig& train,
+                                           const std::vector<std::string>& strategies) {
+  auto wanted = [&](const std::string& s) {
+    return strategies.empty() || std::find(strategies.begin(), strategies.end(), s) != strategies.end();
+  };
+  std::vector<PlanCandidate> out;
+  auto add = [&](PlanCandidate c) {
+    if (wanted(c.strategy)) out.push_back(c);
+  };
+  add({"single", 1, 1, 1, 1, 1, "-", 1});  // the reference (the only candidate on one rank)
+  if (ranks < 2) return out;
+  auto tp_divides = [&](int t) {
+    return config.attn_heads % t == 0 && config.attn_kv_heads % t == 0 &&
+           config.gdn_heads % t == 0 && config.mlp_hidden % t == 0;
+  };
+  const int64_t layers = config.num_layers();
+  for (const char* s : {"ddp", "fsdp", "fsdp2"}) add({s, ranks, ranks, 1, 1, 1, "-", 1});
+  // pipelines over every rank, and dp x pp / fsdp2 x pp / ddp x tp / fsdp2 x tp meshes
+  for (int pp = 2; pp <= ranks; ++pp) {
+    if (ranks % pp != 0 || pp > layers) continue;
+    const int dp = ranks / pp;
+    const int64_t micro = std::max<int64_t>(1, train.global_batch / (int64_t(dp) * train.micro_batch));
+    for (const char* sched : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
+      const std::string schedule = sched;
+      const int V = schedule == "interleaved" ? 2 : 1;
+      if (V > 1 && (micro % pp != 0 || int64_t(pp) * V > layers)) continue;
+      if (schedule == "zb-h1" && config.activation_checkpointing) continue;
+      add({dp == 1 ? "pp" : "ddp", ranks, dp, pp, 1, 1, schedule, V});
+      if (dp > 1) add({"fsdp2", ranks, dp, pp, 1, 1, schedule, V});
+    }
+  }
+  for (int tp = 2; tp <= ranks; ++tp) {
+    if (ranks % tp != 0 || !tp_divides(tp)) continue;
+    if (config.activation_checkpointing) continue;  // not combined with tp (tensor_parallel.h)
+    const int dp = ranks / tp;
+    add({dp == 1 ? "tp" : "ddp", ranks, dp, 1, tp, 1, "-", 1});
+    if (dp > 1) add({"fsdp2", ranks, dp, 1, tp, 1, "-", 1});
+  }
+  for (int cp = 2; cp <= ranks; ++cp) {
+    if (ranks % cp != 0) continue;
+    const int pieces = train.cp_layout == "zigzag" ? 2 * cp : cp;
+    if (train.seq_len % pieces != 0) continue;
+    const int dp = ranks / cp;
+    add({dp == 1 ? "cp" : "ddp", ranks, dp, 1, 1, cp, "-", 1});
+    if (dp > 1) add({"fsdp2", ranks, dp, 1, 1, cp, "-", 1});
+  }
+  return out;
+}
+
+HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& config,
+                            const model::LoraConfig& lora, int64_t seq_len,
+                            const std::string& pp_split, int stage, int dp_rank) {
+  const auto table = model::parameter_table(config, lora);
+  const int64_t L = config.num_layers();
+  const bool pipeline = c.pp > 1 || c.tp > 1;
+  const int dp = c.dp * c.cp;  // gradients and shards are over dp x cp
+  HeldPrediction h;
+  if (!pipeline && c.strategy == "fsdp") {
+    // flat units: root + one per block, in parameter order; AdamW over this rank's range
+    std::map<int64_t, std::vector<const model::ParamSpec*>> units;
+    for (const auto& p : table) units[is_block_param(p.name) ? block_of(p.name) + 1 : 0].push_back(&p);
+    double max_block = 0;
+    for (const auto& [u, params] : units) {
+      int64_t n = 0;
+      for (const auto* p : params) n += p->numel;
+      const int64_t shard = (n + dp - 1) / dp, begin = int64_t(dp_rank) * shard, end = begin + shard;
+      h.params += 4.0 * double(shard);
+      h.grads += 4.0 * double(shard);
+      int64_t offset = 0;
+      for (const auto* p : params) {
+        if (p->trainable) {
+          const int64_t lo = std::max(offset, begin), hi = std::min(offset + p->numel, end);
+          if (hi > lo) h.optimizer += 8.0 * double(hi - lo);
+        }
+        offset += p->numel;
+      }
+      const double full = 8.0 * double(n);  // gathered parameters and their full gradients
+      if (u == 0) h.working_set += full;
+      else max_block = std::max(max_block, full);
+    }
+    h.working_set += 2 * max_block;
+    return h;
+  }
+  // The parameters this rank holds: a stage's chunks (pipeline) or all, each tp-sliced.
+  std::vector<std::pair<const model::ParamSpec*, std::vector<int64_t>>> held;
+  std::vector<bool> has_layer(size_t(L + 2), !pipeline);
+  if (pipeline) {
+    const int chunks = c.pp_virtual;
+    const auto split = parallel::split_stages(config, lora, seq_len, c.pp * chunks, pp_split);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const size_t g = size_t(chunk * c.pp + stage);
+      for (int64_t b = split.first_block[g]; b < split.end_block[g]; ++b) has_layer[size_t(b + 1)] = true;
+      if (split.first_block[g] == 0) has_layer[0] = true;
+      if (split.end_block[g] == L) has_layer[size_t(L + 1)] = true;
+    }
+  }
+  for (const auto& p : table) {
+    bool mine = has_layer[size_t(p.layer)];
+    // tied embeddings: the stage with the head holds the matrix too
+    if (p.name == "embed_tokens.weight" && config.tied_embeddings && has_layer[size_t(L + 1)]) mine = true;
+    if (!mine) continue;
+    std::vector<int64_t> shape = p.shape;
+    const int64_t dim = c.tp > 1 ? parallel::tp_split_dim(p.name) : -1;
+    if (dim >= 0) shape[size_t(dim)] /= c.tp;
+    held.emplace_back(&p, shape);
+  }
+  const bool sharded = c.strategy == "fsdp2";
+  std::map<int64_t, double> unit_full;  // fsdp2 without pipeline: gathered bytes per unit
+  std::map<int64_t, double> unit_shard, unit_grad_shard;  // fsdp2: shard bytes per unit
+  for (const auto& [p, shape] : held) {
+    int64_t numel = 1;
+    for (int64_t s : shape) numel *= s;
+    double elements = double(numel);
+    if (sharded && !shape.empty() && shape[0] > 0)
+      elements = ceil_div(shape[0], dp) * double(numel / shape[0]);
+    h.params += 4.0 * elements;
+    if (p->trainable) {
+      h.grads += 4.0 * elements;
+      h.optimizer += 8.0 * elements;
+    }
+    if (sharded) {
+      const int64_t unit = is_block_param(p->name) ? block_of(p->name) + 1 : 0;
+      unit_shard[unit] += 4.0 * elements;
+      if (p->trainable) unit_grad_shard[unit] += 4.0 * elements;
+      const double full = 4.0 * double(numel) * (p->trainable ? 2.0 : 1.0);
+      if (pipeline) h.working_set += full;  // the stage is gathered whole for the step
+      else unit_full[is_block_param(p->name) ? block_of(p->name) + 1 : 0] += full;
+    }
+  }
+  if (sharded && !pipeline) {
+    double max_block = 0;
+    for (const auto& [u, bytes] : unit_full)
+      if (u > 0) max_block = std::max(max_block, bytes);
+    h.working_set = unit_full[0] + 2 * max_block;
+  }
+  if (sharded && !pipeline) {
+    // (a pipeline's fsdp2 unit gathers the stage once before the step and reduces after it,
+    // outside the activation peak: no buffers at the peak)
+    double gather = 0, reduce = 0;
+    for (const auto& [u, bytes] : unit_shard) gather = std::max(gather, double(dp + 1) * bytes);
+    for (const auto& [u, bytes] : unit_grad_shard) reduce = std::max(reduce, double(dp + 1) * bytes);
+    h.comm_buffers = gather + reduce;
+  }
+  return h;
+}
+
+namespace {
+
+// Ring all-reduce / all-gather / reduce-scatter over n ranks, alpha-beta.
+double ring_s(double bytes, int n, double factor, const PlanDevice& d) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return factor * double(n - 1) / n * bytes / d.link_bytes_per_s + 2.0 * (n - 1) * d.link_latency_s;
+}
+
+struct ProbeKey {
+  int tp;
+  int64_t seq_len;
+  bool every_parameter_trains, split_backward;
+  bool operator<(const ProbeKey& o) const {
+    return std::tie(tp, seq_len, every_parameter_trains, split_backward) <
+           std::tie(o.tp, o.seq_len, o.every_parameter_trains, o.split_backward);
+  }
+};
+
+}  // namespace
+
+std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates) {
+  const TrainConfig& t = in.train;
+  const auto precision = model::parse_precision(t.precision);
+  const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
+                          [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
+                          [] { metrics::CpuAllocatorCounter::reset_peak(); }};
+  std::map<ProbeKey, ActivationProfile> profiles;
+  std::vector<PlanRow> rows;
+  for (const auto& c : candidates) {
+    PlanRow row;
+    row.candidate = c;
+    const int64_t tokens_global = int64_t(t.global_batch) * t.seq_len;
+    const int64_t micro = std::max<int64_t>(
+        1, t.micro_batches > 0 ? t.micro_batches : t.global_batch / (int64_t(c.dp) * t.micro_batch));
+    if (int64_t(c.dp) * t.micro_batch * micro != t.global_batch && t.micro_batches == 0) {
+      row.problem = "--global-batch " + std::to_string(t.global_batch) + " is not dp " +
+                    std::to_string(c.dp) + " x micro-batch " + std::to_string(t.micro_batch) +
+                    " x M";
+      rows.push_back(row);
+      continue;
+    }
+    if (c.tp > 1 && in.lora.dropout > 0) {
+      row.problem = "tensor parallelism needs --lora-dropout 0 (partners would draw different "
+                    "dropout masks; tensor_parallel.h)";
+      rows.push_back(row);
+      continue;
+    }
+    const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
+    const bool split_backward = c.pp_schedule == "zb-h1";
+    const ProbeKey key{c.tp, t.seq_len / c.cp, flat, split_backward};
+    if (!profiles.count(key))
+      profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, t.micro_batch,
+                                        key.seq_len, precision, flat, torch::kCPU, probe,
+                                        split_backward);
+    const ActivationProfile& profile = profiles.at(key);
+    // the worst rank: every stage, the dp ranks whose shards differ (first and last)
+    std::optional<parallel::PipeSpec> spec;
+    std::optional<parallel::StageSplit> split;
+    if (c.pp > 1) {
+      spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
+      split = parallel::split_stages(in.model, in.lora, t.seq_len, c.pp * c.pp_virtual, t.pp_split);
+    }
+    int64_t transition_tokens = 0;
+    if (c.cp > 1) {
+      const auto layout = model::make_seq_layout(t.seq_len, c.cp, c.cp - 1, t.cp_layout == "zigzag");
+      for (const auto& piece : layout.local_pieces())
+        if (piece.index > 0) transition_tokens += piece.length;
+    }
+    double worst = -1;
+    for (int stage = 0; stage < c.pp; ++stage)
+      for (int dp_rank : {0, c.dp * c.cp - 1}) {
+        const HeldPrediction held = predict_held(c, in.model, in.lora, t.seq_len, t.pp_split, stage, dp_rank);
+        const double act = predict_rank_activation_bytes(
+            profile, in.model, c.tp, spec ? &*spec : nullptr,
+            split ? &split->first_block : nullptr, split ? &split->end_block : nullptr, stage,
+            t.micro_batch, transition_tokens);
+        const double peak =
+            held.params + held.grads + held.optimizer + held.working_set + held.comm_buffers + act;
+        if (peak > worst) {
+          worst = peak;
+          row.held = held;
+          row.activations = act;
+          row.comm_buffers = held.comm_buffers;
+        }
+      }
+    row.peak_bytes = worst;
+    row.reserve = in.device.reserve_bytes + in.device.rounding * worst;
+    row.limit_bytes = in.device.memory_bytes;
+    row.fits = std::isfinite(worst) && worst + row.reserve <= row.limit_bytes;
+
+    // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
+    const int64_t cp_pieces = c.cp > 1 ? (t.cp_layout == "zigzag" ? 2 * c.cp : c.cp) : 1;
+    const auto flops = model::training_flops_per_token(in.model, in.lora, t.seq_len, cp_pieces);
+    const double model_ranks = double(c.pp) * c.tp * c.cp;
+    double stage_share = 1.0 / c.pp;
+    if (split) {
+      double total = 0, most = 0;
+      for (double s : split->stage_cost) total += s;
+      for (int s = 0; s < c.pp; ++s) {
+        double mine = 0;
+        for (int v = 0; v < c.pp_virtual; ++v) mine += split->stage_cost[size_t(v * c.pp + s)];
+        most = std::max(most, mine);
+      }
+      if (total > 0) stage_share = most / total;
+    }
+    const double rank_flops = flops.executed_per_token * double(tokens_global) / c.dp *
+                              stage_share * c.pp / model_ranks;
+    row.compute_s = rank_flops / std::max(1.0, in.device.peak_flops * in.device.efficiency);
+    const double trainable_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).trainable);
+    const double total_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).total);
+    const double activation_msg = 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
+    const int dpc = c.dp * c.cp;
+    double comm = 0;
+    if (flat) comm = ring_s(total_bytes / model_ranks, dpc, 3.0, in.device);
+    else if (c.strategy == "fsdp2")
+      comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
+             ring_s(trainable_bytes / model_ranks, dpc, 1.0, in.device);
+    else comm = ring_s(trainable_bytes / model_ranks, dpc, 2.0, in.device);
+    if (c.tp > 1)  // two all-reduces of [B, T, D] per block half, forward and backward
+      comm += double(micro) * 4.0 * double(in.model.num_layers()) / c.pp *
+              ring_s(activation_msg, c.tp, 2.0, in.device);
+    if (c.pp > 1)
+      comm += double(micro) * 2.0 * (activation_msg / in.device.link_bytes_per_s + in.device.link_latency_s);
+    if (c.cp > 1) {  // ring attention: (p - 1) + (2p - 1) shifts of a rank's K, V (docs/strategies.md)
+      int64_t a_layers = 0;
+      for (int64_t l = 0; l < in.model.num_layers(); ++l)
+        a_layers += in.model.layer_kind(l) == model::LayerKind::full_attention ? 1 : 0;
+      const double kv = 2.0 * 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) *
+                        double(in.model.attn_kv_heads * in.model.attn_head_dim);
+      comm += double(micro) * double(a_layers) * double(3 * c.cp - 2) *
+              (kv / in.device.link_bytes_per_s + in.device.link_latency_s);
+    }
+    row.comm_s = comm;
+    if (spec) {
+      const bool full = in.lora.full_finetune();
+      row.bubble = parallel::bubble_theory(*spec, 1.0, spec->splits_backward() ? (full ? 1.0 : 1.9) : 2.0,
+                                           spec->splits_backward() ? (full ? 1.0 : 0.1) : 0.0);
+    }
+    row.step_s = row.compute_s / (1.0 - row.bubble) + row.comm_s;
+    row.tokens_per_s = row.step_s > 0 ? double(tokens_global) / row.step_s : 0;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& in, bool csv) {
+  std::vector<PlanRow> rows = rows_in;
+  std::stable_sort(rows.begin(), rows.end(), [](const PlanRow& a, const PlanRow& b) {
+    if (a.problem.empty() != b.problem.empty()) return a.problem.empty();
+    if (a.fits != b.fits) return a.fits;
+    return a.tokens_per_s > b.tokens_per_s;
+  });
+  std::ostringstream os;
+  auto mib = [](double b) { return b / (1024.0 * 1024.0); };
+  if (csv) {
+    os << "rank,strategy,name,ranks,dp,pp,tp,cp,pp_schedule,pp_virtual,params_bytes,grads_bytes,"
+          "optimizer_bytes,working_set_bytes,activation_bytes,comm_buffer_bytes,reserve_bytes,"
+          "predicted_peak_bytes,limit_bytes,fits,compute_s,comm_s,bubble_fraction,step_s,"
+          "predicted_tokens_per_s,problem\n";
+    int rank = 0;
+    for (const auto& r : rows) {
+      const auto& c = r.candidate;
+      char line[1024];
+      std::snprintf(line, sizeof(line),
+                    "%d,%s,%s,%d,%d,%d,%d,%d,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%d,"
+                    "%.6g,%.6g,%.4f,%.6g,%.6g,%s\n",
+                    ++rank, c.strategy.c_str(), c.name().c_str(), c.ranks, c.dp, c.pp, c.tp, c.cp,
+                    c.pp_schedule.c_str(), c.pp_virtual, r.held.params, r.held.grads,
+                    r.held.optimizer, r.held.working_set, r.activations, r.comm_buffers, r.reserve,
+                    r.peak_bytes, r.limit_bytes, r.fits ? 1 : 0, r.compute_s, r.comm_s, r.bubble,
+                    r.step_s, r.tokens_per_s, r.problem.c_str());
+      os << line;
+    }
+    return os.str();
+  }
+  char head[512];
+  std::snprintf(head, sizeof(head),
+                "hlp-plan: model %s, T %d, global batch %d (micro-batch %d), LoRA r %d, %s%s on "
+                "%s\n  memory: %.0f MiB a rank (%s); reserve %.0f MiB + %.0f%% of the peak\n"
+                "  compute: %.4g GFLOP/s peak (%s) at efficiency %.2f; links: %s\n",
+                in.train.model.c_str(), in.train.seq_len, in.train.global_batch,
+                in.train.micro_batch, in.train.lora_rank, in.train.precision.c_str(),
+                in.train.activation_checkpointing ? ", activation checkpointing" : "",
+                in.device.name.c_str(), mib(in.device.memory_bytes), in.device.memory_source.c_str(),
+                mib(in.device.reserve_bytes), 100 * in.device.rounding, in.device.peak_flops / 1e9,
+                in.device.peak_source.c_str(), in.device.efficiency, in.device.link_source.c_str());
+  os << head;
+  os << "| # | candidate | params MiB | grads MiB | optim MiB | working set MiB | activations MiB "
+        "| reserve MiB | peak MiB | fits | step s | bubble | tokens/s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  int rank = 0;
+  for (const auto& r : rows) {
+    char line[512];
+    if (!r.problem.empty()) {
+      std::snprintf(line, sizeof(line), "| - | %s | cannot run: %s |||||||||||\n",
+                    r.candidate.name().c_str(), r.problem.c_str());
+    } else {
+      std::snprintf(line, sizeof(line),
+                    "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.3g | %.3f | %.4g |\n",
+                    ++rank, r.candidate.name().c_str(), mib(r.held.params), mib(r.held.grads),
+                    mib(r.held.optimizer), mib(r.held.working_set), mib(r.activations),
+                    mib(r.reserve), mib(r.peak_bytes + r.reserve), r.fits ? "yes" : "NO",
+                    r.step_s, r.bubble, r.tokens_per_s);
+    }
+    os << line;
+  }
+  return os.str();
+}
+
+}  // namespace hlp::train

@@ -1,0 +1,124 @@
+#pragma once
+// hlp-plan (issue 24): per-rank memory and step time of every strategy and mesh a rank count
+// allows, predicted before spending GPU hours.
+//
+// Memory per rank, the worst rank of a candidate (max over pipeline stages and dp ranks):
+//   parameters, gradients, optimizer  closed forms over the model's parameter table
+//                                     (model/accounting.h), with each strategy's layout exactly
+//                                     as it builds it: full replicas; flat fsdp units sharded
+//                                     ceil(N_u / n) with AdamW over this rank's trainable range;
+//                                     fsdp2 rows ceil(d0 / n); a pipeline stage's chunks (the
+//                                     same split_stages) with the tied matrix on both end
+//                                     stages; tensor-parallel slices (tp_split_dim). fp32
+//                                     master weights and gradients, AdamW 2 x fp32 per
+//                                     trainable element.
+//   working set                       fsdp / fsdp2: the root unit and two blocks gathered, with
+//                                     their full-size gradients (ShardedStrategy's own count).
+//   activations                       the per-layer-kind probe (activation_model.h) run on this
+//                                     machine's CPU at short T for the candidate's layer shapes
+//                                     (tp_rank_config) and precision, extrapolated linearly in
+//                                     T (T / cp under context parallelism), composed as
+//                                     hlp-train composes it (predict_rank_activation_bytes).
+//   communication buffers             fsdp2: the largest unit's all-gather send / receive
+//                                     buffers and reduce-scatter packing ((n + 1) shards each;
+//                                     inside a pipeline the stage is gathered before the step
+//                                     and reduced after it, outside the peak: 0);
+//                                     0 elsewhere: ddp, flat fsdp, tp and pp work in place on
+//                                     the buckets, shards and activations above (MPI and NCCL
+//                                     keep their own staging outside the allocator: not in
+//                                     hlp-train's measured peak either).
+//   reserve                           GPU only: the CUDA context outside the caching allocator
+//                                     and the allocator's block rounding (kCudaContextBytes,
+//                                     kAllocatorRounding below: estimates, not measured here).
+// Fits: peak + reserve <= the device's memory (GPU) or the memory a rank may use on this
+// machine (train/memory_limit.h: cgroup or MemAvailable, shared by the ranks).
+//
+// Step time: executed FLOPs of the rank (accounting.h) at a fraction `efficiency` of the
+// device's peak, plus communication from an alpha-beta model (ring collectives), with the
+// pipeline bubble of the schedule (bubble_theory at f : b : w = 1 : 2 : 0, or 1 : 1 : 1 for
+// zb-h1 full finetuning); communication is not assumed to overlap.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/lora_config.h"
+#include "train/activation_model.h"
+#include "train/config.h"
+
+namespace hlp::train {
+
+struct PlanDevice {
+  std::string name;              // "h100-80", "cpu", ...
+  double memory_bytes = 0;       // per rank
+  std::string memory_source;
+  double reserve_bytes = 0;      // beyond the allocator peak (GPU: CUDA context)
+  double rounding = 0;           // allocator rounding, fraction of the allocator peak
+  double peak_flops = 0;         // per device, at the run's precision
+  std::string peak_source;
+  double efficiency = 0;         // fraction of peak_flops the training step reaches
+  double link_bytes_per_s = 0;   // per-rank ring bandwidth between ranks of a node
+  double link_latency_s = 0;
+  std::string link_source;
+};
+
+// The device names --gpu accepts (v100-16 ... h200, l40s-48, cpu).
+const std::vector<std::string>& plan_device_names();
+// Throws UserError listing plan_device_names() for an unknown name. `ranks`: on `cpu`, the
+// memory of this machine is shared by the ranks.
+PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks);
+
+struct PlanCandidate {
+  std::string strategy;  // single | ddp | fsdp | fsdp2 | pp | tp | cp
+  int ranks = 1, dp = 1, pp = 1, tp = 1, cp = 1;
+  std::string pp_schedule = "-";  // gpipe | 1f1b | interleaved | zb-h1 (pp > 1)
+  int pp_virtual = 1;
+  std::string name() const;  // "fsdp2+tp2 n=4", "pp n=4 1f1b"
+};
+
+// Every strategy and mesh `ranks` allows for `config` (heads divisible by tp, layers by pp ...);
+// `strategies` empty = all. With ranks 2 or more, `single` on one rank is added for reference.
+std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& config,
+                                           const TrainConfig& train,
+                                           const std::vector<std::string>& strategies);
+
+struct HeldPrediction {
+  double params = 0, grads = 0, optimizer = 0, working_set = 0;
+  // fsdp2: the all-gather's send and receive buffers of one unit ((n + 1) shards) and the
+  // reduce-scatter's packed gradients ((n + 1) gradient shards), beside the gathered unit
+  double comm_buffers = 0;
+};
+// Bytes the strategy holds on (pipeline stage, dp rank) of a candidate: closed forms above.
+HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& config,
+                            const model::LoraConfig& lora, int64_t seq_len,
+                            const std::string& pp_split, int stage, int dp_rank);
+
+struct PlanRow {
+  PlanCandidate candidate;
+  HeldPrediction held;       // the worst rank's
+  double activations = 0;    // the worst rank's (its working set in `held`)
+  double comm_buffers = 0;
+  double reserve = 0;        // device reserve + rounding
+  double peak_bytes = 0;     // allocator peak: held + working set + activations + comm buffers
+  double limit_bytes = 0;
+  bool fits = false;
+  double compute_s = 0, comm_s = 0, bubble = 0, step_s = 0, tokens_per_s = 0;
+  std::string problem;       // non-empty: the candidate cannot run (the reason)
+};
+
+struct PlanInputs {
+  TrainConfig train;              // model, T, batch, LoRA, precision, checkpointing, kernels
+  model::ModelConfig model;
+  model::LoraConfig lora;
+  PlanDevice device;
+};
+
+// Probes (on this machine's CPU) and predicts every candidate. `probe_cache` keyed by
+// (tp, T / cp, flat-fsdp, split backward) so each shape is probed once.
+std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates);
+
+// The table (ranked: fitting candidates by predicted tokens/s, then the rest) or CSV.
+std::string format_plan(const std::vector<PlanRow>& rows, const PlanInputs& in, bool csv);
+
+}  // namespace hlp::train
