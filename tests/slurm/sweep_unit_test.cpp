@@ -126,7 +126,7 @@ TEST_CASE("expansion: cartesian product in file order, excludes, names, shapes",
 TEST_CASE("expansion: an impossible configuration that no rule removes is an error naming it", "[slurm]") {
   JobFile job = parse("[sweep]\nstrategy = ddp\ntp = 2\nranks = 2, 3\n");
   CHECK_THROWS_WITH(expand_sweep(job), Catch::Contains("configuration 'ddp+tp2-n3' is impossible") &&
-                                           Catch::Contains("exclude = ranks % (tp*pp) != 0"));
+                                           Catch::Contains("exclude = ranks % (tp*pp*cp) != 0"));
   JobFile single = parse("[sweep]\nstrategy = single\nranks = 2\n");
   CHECK_THROWS_WITH(expand_sweep(single), Catch::Contains("'single-n2' is impossible"));
   JobFile no_strategy = parse("[fixed]\nmodel = tiny\n");

@@ -112,22 +112,29 @@ def check_tp(path):
               f"fraction of step {np.median(comm[:, WARMUP:] / steps(f, 'step_time_s')[:, WARMUP:]):.3f}")
 
 
+def check_p2p_attribution(f, label):
+    """Point-to-point waits on some rank every step, and every second of a step attributed.
+    Returns (wait, step, share) after the warm-up."""
+    wait = steps(f, "pipeline_wait_s")[:, WARMUP:]
+    step = steps(f, "step_time_s")[:, WARMUP:]
+    parts = sum(steps(f, m)[:, WARMUP:] for m in (
+        "comm_exposed_s", "pipeline_wait_s", "data_wait_s", "forward_s", "backward_s", "optimizer_s"))
+    expect(bool(np.all(wait.max(axis=0) > 0)), f"{label}: pipeline_wait_s > 0 on some rank every step: {wait}")
+    share = parts / step
+    # median step of each rank within 5 %; no single step below 85 % (a descheduling in
+    # the middle of the unattributed bookkeeping can stretch one step on a loaded machine:
+    # seen once at 0.883 in a fresh-clone make test while a compile ran beside it)
+    expect(bool(np.all(np.median(share, axis=1) >= 0.95)) and bool(np.all(share >= 0.85))
+           and bool(np.all(share <= 1.0 + 1e-6)),
+           f"{label}: attributed share of the step outside [0.95, 1]: {share}")
+    other = steps(f, "other_s")[:, WARMUP:]
+    expect(np.allclose(other, step - parts, atol=1e-6), "other_s = step - attributed phases")
+    return wait, step, share
+
+
 def check_pp(path):
     with h5py.File(path, "r") as f:
-        wait = steps(f, "pipeline_wait_s")[:, WARMUP:]
-        step = steps(f, "step_time_s")[:, WARMUP:]
-        parts = sum(steps(f, m)[:, WARMUP:] for m in (
-            "comm_exposed_s", "pipeline_wait_s", "data_wait_s", "forward_s", "backward_s", "optimizer_s"))
-        expect(bool(np.all(wait.max(axis=0) > 0)), f"pp: pipeline_wait_s > 0 on some rank every step: {wait}")
-        share = parts / step
-        # median step of each rank within 5 %; no single step below 85 % (a descheduling in
-        # the middle of the unattributed bookkeeping can stretch one step on a loaded machine:
-        # seen once at 0.883 in a fresh-clone make test while a compile ran beside it)
-        expect(bool(np.all(np.median(share, axis=1) >= 0.95)) and bool(np.all(share >= 0.85))
-               and bool(np.all(share <= 1.0 + 1e-6)),
-               f"pp: attributed share of the step outside [0.95, 1]: {share}")
-        other = steps(f, "other_s")[:, WARMUP:]
-        expect(np.allclose(other, step - parts, atol=1e-6), "other_s = step - attributed phases")
+        wait, step, share = check_p2p_attribution(f, "pp")
         print(f"{path}: pipeline_wait fraction per rank {np.median(wait / step, axis=1)}, "
               f"attributed share min {share.min():.4f}")
         nested = sum(inside_forward_or_backward(f, r, "pipeline_wait") for r in range(wait.shape[0]))
@@ -138,15 +145,7 @@ def check_cp(path):
     """small (GGGGGGAGGASG, JetBlock G: H 4, dk 48, dv 128; A/S: KVH 2, hd 64, window 256),
     T 1024 over cp 2 zigzag (4 pieces of 256), B 1, M 2 micro-batches a step."""
     with h5py.File(path, "r") as f:
-        wait = steps(f, "pipeline_wait_s")[:, WARMUP:]
-        step = steps(f, "step_time_s")[:, WARMUP:]
-        parts = sum(steps(f, m)[:, WARMUP:] for m in (
-            "comm_exposed_s", "pipeline_wait_s", "data_wait_s", "forward_s", "backward_s", "optimizer_s"))
-        expect(bool(np.all(wait.max(axis=0) > 0)), f"cp: pipeline_wait_s > 0 on some rank every step: {wait}")
-        share = parts / step
-        expect(bool(np.all(np.median(share, axis=1) >= 0.95)) and bool(np.all(share >= 0.85))
-               and bool(np.all(share <= 1.0 + 1e-6)),
-               f"cp: attributed share of the step outside [0.95, 1]: {share}")
+        wait, step, share = check_p2p_attribution(f, "cp")
         g = f["context_parallel"]
         kinds = attr(g, "exchange_kinds").split(",")
         world = int(attr(f, "world_size"))

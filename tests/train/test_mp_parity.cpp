@@ -392,6 +392,10 @@ TEST_CASE("context parallel: small (JetBlock dynamic convolution, hybrid pattern
     c.global_batch = 2;
     c.micro_batch = 1;
     c.steps = 5;
+    // AdamW turns the last bits of a near-zero gradient into a whole step: at lr 5e-3 the
+    // 12-layer model's summation-order differences (the transition algebra) reach 1.07e-5
+    // relative by step 3 (measured), at 1e-3 about 2e-6 by step 5 (measured, cp 2 and 4)
+    c.lr = 1e-3;
     c.lora_targets = "all-linear";
     auto want = run(c, test::self());
     REQUIRE(want.losses.back() < want.losses.front());
