@@ -4,10 +4,17 @@
 // prints every candidate's predicted per-rank peak (parameters, gradients, optimizer, working
 // set, activations, communication buffers, reserve), whether it fits, its predicted step time
 // and tokens/s, ranked. The method and its numbers: src/train/plan.h.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <map>
 #include <vector>
 
 #include "cli/options.h"
@@ -15,10 +22,14 @@
 #include "common/printable.h"
 #include "data/tokenizer.h"
 #include "metrics/cpu_allocator_counter.h"
+#include "metrics/result_reader.h"
+#include "metrics/schema.h"
 #include "model/config.h"
 #include "model/hf/config_json.h"
 #include "model/lora_config.h"
+#include "parallel/stage_split.h"
 #include "train/plan.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -44,10 +55,135 @@ const char* kUsage =
     "                      every strategy and mesh the rank count allows: pipeline schedules,\n"
     "                      dp x pp, dp x tp, dp x cp included)\n"
     "  --format F          table (markdown, ranked; default) or csv\n"
+    "  --calibrate DIR     fit the compute efficiency and the link bandwidth (two scales of the\n"
+    "                      --gpu numbers) to the measured step times of the result files in DIR;\n"
+    "                      prints each run's error before and after\n"
     "hlp-train's options (--model, --seq-len, --global-batch, --micro-batch, --lora-rank,\n"
     "--precision, --activation-checkpointing, --pp-split, --cp-layout, --config FILE.ini ...)\n"
     "describe the run; see hlp-train --help. The layer kinds' activations are probed on this\n"
     "machine's CPU at short lengths and extrapolated (src/train/plan.h says what is modelled).\n";
+
+// The model, LoRA and kernels of a configuration, as hlp-train resolves them (probe on the CPU).
+hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
+  using namespace hlp;
+  train::PlanInputs in;
+  in.train = c;
+  if (c.model_config.empty()) {
+    in.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
+                   .with_vocab(data::make_tokenizer(c.tokenizer)->vocab_size());
+  } else {
+    in.model = model::hf::read_hf_config(c.model_config).config;
+    in.model.gdn_mode = model::parse_gdn_mode(c.gdn_mode);
+  }
+  in.model.activation_checkpointing = c.activation_checkpointing;
+  in.model.kernels = model::parse_kernels(c.kernels);
+  in.model.attn_impl = model::parse_attn_impl(c.attn_impl);
+  // the probe runs here, on the CPU: auto / sdpa resolve to the blocked kernel (linear memory,
+  // as sdpa's flash / memory-efficient kernels on a GPU)
+  if (in.model.attn_impl != model::AttnImpl::naive) in.model.attn_impl = model::AttnImpl::blocked;
+  in.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
+  return in;
+}
+
+// --gpu name of a result file's device ("" when the planner has no row for it).
+std::string plan_device_of(const std::string& kind, const std::string& name) {
+  if (kind == "cpu") return "cpu";
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H200")) return "h200";
+  if (has("H100")) return "h100-80";
+  if (has("A100")) return has("80") ? "a100-80" : "a100-40";
+  if (has("V100")) return has("32") ? "v100-32" : "v100-16";
+  if (has("L40S")) return "l40s-48";
+  return "";
+}
+
+int calibrate_from(const std::string& dir, const std::string& gpu_override) {
+  using namespace hlp;
+  std::vector<train::CalibrationRun> runs;
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw user_error("--calibrate ", dir, ": not a directory (give the directory of the result files)");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".h5") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::map<std::string, train::PlanDevice> devices;
+  for (const auto& path : files) {
+    metrics::ResultReader reader(path);
+    if (!reader.has_attr(metrics::schema::kAttrConfig) || reader.num_steps() < 2) continue;
+    // the run's configuration back through hlp-train's own parser
+    char tmp[] = "/tmp/hlp-plan-XXXXXX";
+    const int fd = mkstemp(tmp);
+    if (fd < 0) throw user_error("--calibrate: cannot create a temporary file in /tmp");
+    close(fd);
+    std::ofstream(tmp) << reader.attr_string(metrics::schema::kAttrConfig);
+    const char* args[] = {"hlp-plan", "--config", tmp};
+    auto parsed = cli::parse_train_args(3, args);
+    std::remove(tmp);
+    const int world = reader.world_size();
+    const auto c = train::with_parallel_defaults(parsed.config, world);
+    const std::string gpu =
+        gpu_override.empty()
+            ? plan_device_of(reader.attr_string(metrics::schema::kAttrDeviceKind),
+                             reader.attr_string(metrics::schema::kAttrDeviceName))
+            : gpu_override;
+    if (gpu.empty()) continue;
+    const std::string device_key = gpu + "/" + c.precision + "/" + std::to_string(world);
+    if (!devices.count(device_key)) devices[device_key] = train::plan_device(gpu, c.precision, world);
+    train::CalibrationRun run;
+    run.path = path;
+    run.inputs = inputs_for(c);
+    run.inputs.device = devices.at(device_key);
+    auto& cand = run.row.candidate;
+    cand.strategy = c.strategy;
+    cand.ranks = world;
+    cand.tp = c.tp;
+    cand.pp = c.pp;
+    cand.cp = c.cp;
+    cand.dp = std::max(1, world / (c.tp * c.pp * c.cp));
+    if (c.pp > 1) {
+      cand.pp_schedule = c.pp_schedule;
+      cand.pp_virtual = c.pp_virtual;
+    }
+    run.label = cand.name() + " T " + std::to_string(c.seq_len);
+    run.micro_batches = c.micro_batches > 0
+                            ? c.micro_batches
+                            : std::max<int64_t>(1, c.global_batch / (int64_t(cand.dp) * c.micro_batch));
+    if (c.pp > 1)
+      run.split = parallel::split_stages(run.inputs.model, run.inputs.lora, c.seq_len,
+                                         c.pp * c.pp_virtual, c.pp_split);
+    const auto steps = reader.steps(metrics::schema::kStepTime);
+    std::vector<double> slowest;
+    for (int64_t s = 1; s < steps.steps; ++s) {
+      double most = 0;
+      for (int64_t r = 0; r < steps.ranks; ++r) most = std::max(most, steps.at(r, s));
+      slowest.push_back(most);
+    }
+    std::nth_element(slowest.begin(), slowest.begin() + slowest.size() / 2, slowest.end());
+    run.measured_step_s = slowest[slowest.size() / 2];
+    if (!(run.measured_step_s > 0)) continue;
+    runs.push_back(std::move(run));
+  }
+  if (runs.empty()) throw user_error("--calibrate ", dir, ": no result file with 2 or more steps of a known device");
+  std::vector<double> before;
+  for (auto& r : runs) {
+    train::PlanRow row = r.row;
+    train::predict_time(row, r.inputs, r.split ? &*r.split : nullptr, r.micro_batches);
+    before.push_back(row.step_s);
+  }
+  const train::Calibration cal = train::calibrate(runs);
+  std::printf("hlp-plan --calibrate %s: %zu runs\n", dir.c_str(), runs.size());
+  std::printf("| run | measured step s | predicted before | before / measured | predicted after | after / measured |\n|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < runs.size(); ++i)
+    std::printf("| %s | %.4g | %.4g | %.2f | %.4g | %.2f |\n", runs[i].label.c_str(),
+                runs[i].measured_step_s, before[i], before[i] / runs[i].measured_step_s,
+                runs[i].predicted_step_s, runs[i].predicted_step_s / runs[i].measured_step_s);
+  std::printf("mean |log(predicted / measured)|: %.3f before, %.3f after; fitted: efficiency x %.3f "
+              "(%.3f of peak), link bandwidth x %.3g\n",
+              cal.error_before, cal.error_after, cal.efficiency_scale,
+              runs.front().inputs.device.efficiency * cal.efficiency_scale, cal.link_scale);
+  return 0;
+}
 
 }  // namespace
 
@@ -55,7 +191,8 @@ int main(int argc, char** argv) {
   using namespace hlp;
   try {
     std::vector<std::string> ranks_text{"2"};
-    std::string gpu = "cpu", strategies, format = "table";
+    std::string gpu = "cpu", strategies, format = "table", calibrate_dir;
+    bool gpu_given = false;
     std::vector<const char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -75,6 +212,9 @@ int main(int argc, char** argv) {
         ranks_text = split_list(value("--ranks"));
       } else if (is("--gpu")) {
         gpu = value("--gpu");
+        gpu_given = true;
+      } else if (is("--calibrate")) {
+        calibrate_dir = value("--calibrate");
       } else if (is("--strategies")) {
         strategies = value("--strategies");
       } else if (is("--format")) {
@@ -82,6 +222,10 @@ int main(int argc, char** argv) {
       } else {
         rest.push_back(argv[i]);
       }
+    }
+    if (!calibrate_dir.empty()) {
+      metrics::CpuAllocatorCounter::install();
+      return calibrate_from(calibrate_dir, gpu_given ? gpu : "");
     }
     if (format != "table" && format != "csv")
       throw user_error("--format must be table or csv (got ", format, ")");
@@ -106,22 +250,7 @@ int main(int argc, char** argv) {
     const train::TrainConfig& c = parsed.config;
 
     metrics::CpuAllocatorCounter::install();  // the probe measures with it
-    train::PlanInputs in;
-    in.train = c;
-    if (c.model_config.empty()) {
-      in.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
-                     .with_vocab(data::make_tokenizer(c.tokenizer)->vocab_size());
-    } else {
-      in.model = model::hf::read_hf_config(c.model_config).config;
-      in.model.gdn_mode = model::parse_gdn_mode(c.gdn_mode);
-    }
-    in.model.activation_checkpointing = c.activation_checkpointing;
-    in.model.kernels = model::parse_kernels(c.kernels);
-    in.model.attn_impl = model::parse_attn_impl(c.attn_impl);
-    // the probe runs here, on the CPU: auto / sdpa resolve to the blocked kernel (linear memory,
-    // as sdpa's flash / memory-efficient kernels on a GPU)
-    if (in.model.attn_impl != model::AttnImpl::naive) in.model.attn_impl = model::AttnImpl::blocked;
-    in.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
+    train::PlanInputs in = inputs_for(c);
     for (size_t i = 0; i < ranks.size(); ++i) {
       in.device = train::plan_device(gpu, c.precision, ranks[i]);
       const auto candidates = train::plan_candidates(ranks[i], in.model, c, wanted);

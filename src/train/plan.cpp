@@ -290,6 +290,66 @@ struct ProbeKey {
 
 }  // namespace
 
+void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
+                  int64_t micro) {
+  const TrainConfig& t = in.train;
+  const PlanCandidate& c = row.candidate;
+  const int64_t tokens_global = int64_t(t.global_batch) * t.seq_len;
+  const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
+  std::optional<parallel::PipeSpec> spec;
+  if (c.pp > 1) spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
+  // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
+  const int64_t cp_pieces = c.cp > 1 ? (t.cp_layout == "zigzag" ? 2 * c.cp : c.cp) : 1;
+  const auto flops = model::training_flops_per_token(in.model, in.lora, t.seq_len, cp_pieces);
+  const double model_ranks = double(c.pp) * c.tp * c.cp;
+  double stage_share = 1.0 / c.pp;
+  if (split) {
+    double total = 0, most = 0;
+    for (double s : split->stage_cost) total += s;
+    for (int s = 0; s < c.pp; ++s) {
+      double mine = 0;
+      for (int v = 0; v < c.pp_virtual; ++v) mine += split->stage_cost[size_t(v * c.pp + s)];
+      most = std::max(most, mine);
+    }
+    if (total > 0) stage_share = most / total;
+  }
+  const double rank_flops = flops.executed_per_token * double(tokens_global) / c.dp *
+                            stage_share * c.pp / model_ranks;
+  row.compute_s = rank_flops / std::max(1.0, in.device.peak_flops * in.device.efficiency);
+  const double trainable_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).trainable);
+  const double total_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).total);
+  const double activation_msg = 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
+  const int dpc = c.dp * c.cp;
+  double comm = 0;
+  if (flat) comm = ring_s(total_bytes / model_ranks, dpc, 3.0, in.device);
+  else if (c.strategy == "fsdp2")
+    comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
+           ring_s(trainable_bytes / model_ranks, dpc, 1.0, in.device);
+  else comm = ring_s(trainable_bytes / model_ranks, dpc, 2.0, in.device);
+  if (c.tp > 1)  // two all-reduces of [B, T, D] per block half, forward and backward
+    comm += double(micro) * 4.0 * double(in.model.num_layers()) / c.pp *
+            ring_s(activation_msg, c.tp, 2.0, in.device);
+  if (c.pp > 1)
+    comm += double(micro) * 2.0 * (activation_msg / in.device.link_bytes_per_s + in.device.link_latency_s);
+  if (c.cp > 1) {  // ring attention: (p - 1) + (2p - 1) shifts of a rank's K, V (docs/strategies.md)
+    int64_t a_layers = 0;
+    for (int64_t l = 0; l < in.model.num_layers(); ++l)
+      a_layers += in.model.layer_kind(l) == model::LayerKind::full_attention ? 1 : 0;
+    const double kv = 2.0 * 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) *
+                      double(in.model.attn_kv_heads * in.model.attn_head_dim);
+    comm += double(micro) * double(a_layers) * double(3 * c.cp - 2) *
+            (kv / in.device.link_bytes_per_s + in.device.link_latency_s);
+  }
+  row.comm_s = comm;
+  if (spec) {
+    const bool full = in.lora.full_finetune();
+    row.bubble = parallel::bubble_theory(*spec, 1.0, spec->splits_backward() ? (full ? 1.0 : 1.9) : 2.0,
+                                         spec->splits_backward() ? (full ? 1.0 : 0.1) : 0.0);
+  }
+  row.step_s = row.compute_s / (1.0 - row.bubble) + row.comm_s;
+  row.tokens_per_s = row.step_s > 0 ? double(tokens_global) / row.step_s : 0;
+}
+
 std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates) {
   const TrainConfig& t = in.train;
   const auto precision = model::parse_precision(t.precision);
@@ -301,7 +361,6 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
   for (const auto& c : candidates) {
     PlanRow row;
     row.candidate = c;
-    const int64_t tokens_global = int64_t(t.global_batch) * t.seq_len;
     const int64_t micro = std::max<int64_t>(
         1, t.micro_batches > 0 ? t.micro_batches : t.global_batch / (int64_t(c.dp) * t.micro_batch));
     if (int64_t(c.dp) * t.micro_batch * micro != t.global_batch && t.micro_batches == 0) {
@@ -360,59 +419,40 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     row.limit_bytes = in.device.memory_bytes;
     row.fits = std::isfinite(worst) && worst + row.reserve <= row.limit_bytes;
 
-    // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
-    const int64_t cp_pieces = c.cp > 1 ? (t.cp_layout == "zigzag" ? 2 * c.cp : c.cp) : 1;
-    const auto flops = model::training_flops_per_token(in.model, in.lora, t.seq_len, cp_pieces);
-    const double model_ranks = double(c.pp) * c.tp * c.cp;
-    double stage_share = 1.0 / c.pp;
-    if (split) {
-      double total = 0, most = 0;
-      for (double s : split->stage_cost) total += s;
-      for (int s = 0; s < c.pp; ++s) {
-        double mine = 0;
-        for (int v = 0; v < c.pp_virtual; ++v) mine += split->stage_cost[size_t(v * c.pp + s)];
-        most = std::max(most, mine);
-      }
-      if (total > 0) stage_share = most / total;
-    }
-    const double rank_flops = flops.executed_per_token * double(tokens_global) / c.dp *
-                              stage_share * c.pp / model_ranks;
-    row.compute_s = rank_flops / std::max(1.0, in.device.peak_flops * in.device.efficiency);
-    const double trainable_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).trainable);
-    const double total_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).total);
-    const double activation_msg = 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
-    const int dpc = c.dp * c.cp;
-    double comm = 0;
-    if (flat) comm = ring_s(total_bytes / model_ranks, dpc, 3.0, in.device);
-    else if (c.strategy == "fsdp2")
-      comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
-             ring_s(trainable_bytes / model_ranks, dpc, 1.0, in.device);
-    else comm = ring_s(trainable_bytes / model_ranks, dpc, 2.0, in.device);
-    if (c.tp > 1)  // two all-reduces of [B, T, D] per block half, forward and backward
-      comm += double(micro) * 4.0 * double(in.model.num_layers()) / c.pp *
-              ring_s(activation_msg, c.tp, 2.0, in.device);
-    if (c.pp > 1)
-      comm += double(micro) * 2.0 * (activation_msg / in.device.link_bytes_per_s + in.device.link_latency_s);
-    if (c.cp > 1) {  // ring attention: (p - 1) + (2p - 1) shifts of a rank's K, V (docs/strategies.md)
-      int64_t a_layers = 0;
-      for (int64_t l = 0; l < in.model.num_layers(); ++l)
-        a_layers += in.model.layer_kind(l) == model::LayerKind::full_attention ? 1 : 0;
-      const double kv = 2.0 * 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) *
-                        double(in.model.attn_kv_heads * in.model.attn_head_dim);
-      comm += double(micro) * double(a_layers) * double(3 * c.cp - 2) *
-              (kv / in.device.link_bytes_per_s + in.device.link_latency_s);
-    }
-    row.comm_s = comm;
-    if (spec) {
-      const bool full = in.lora.full_finetune();
-      row.bubble = parallel::bubble_theory(*spec, 1.0, spec->splits_backward() ? (full ? 1.0 : 1.9) : 2.0,
-                                           spec->splits_backward() ? (full ? 1.0 : 0.1) : 0.0);
-    }
-    row.step_s = row.compute_s / (1.0 - row.bubble) + row.comm_s;
-    row.tokens_per_s = row.step_s > 0 ? double(tokens_global) / row.step_s : 0;
+    predict_time(row, in, split ? &*split : nullptr, micro);
     rows.push_back(row);
   }
   return rows;
+}
+
+Calibration calibrate(std::vector<CalibrationRun>& runs) {
+  Calibration cal;
+  auto error = [&](double efficiency_scale, double link_scale, bool keep) {
+    double sum = 0;
+    for (auto& r : runs) {
+      PlanInputs in = r.inputs;
+      in.device.efficiency *= efficiency_scale;
+      in.device.link_bytes_per_s *= link_scale;
+      PlanRow row = r.row;
+      predict_time(row, in, r.split ? &*r.split : nullptr, r.micro_batches);
+      sum += std::abs(std::log(row.step_s / r.measured_step_s));
+      if (keep) r.predicted_step_s = row.step_s;
+    }
+    return runs.empty() ? 0.0 : sum / double(runs.size());
+  };
+  cal.error_before = error(1.0, 1.0, false);
+  double best = cal.error_before;
+  for (double e = 0.05; e <= 4.0; e *= 1.02)
+    for (double b = 0.01; b <= 100.0; b *= 1.25) {
+      const double err = error(e, b, false);
+      if (err < best) {
+        best = err;
+        cal.efficiency_scale = e;
+        cal.link_scale = b;
+      }
+    }
+  cal.error_after = error(cal.efficiency_scale, cal.link_scale, true);
+  return cal;
 }
 
 std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& in, bool csv) {

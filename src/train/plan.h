@@ -44,6 +44,7 @@
 
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "parallel/stage_split.h"
 #include "train/activation_model.h"
 #include "train/config.h"
 
@@ -117,6 +118,28 @@ struct PlanInputs {
 // Probes (on this machine's CPU) and predicts every candidate. `probe_cache` keyed by
 // (tp, T / cp, flat-fsdp, split backward) so each shape is probed once.
 std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates);
+
+// The time terms of `row` (compute, communication, bubble, step, tokens/s) for its candidate;
+// `split` the pipeline's stage split (nullptr without one), `micro_batches` M.
+void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
+                  int64_t micro_batches);
+
+// --calibrate: measured runs, each with what the planner needs to predict its step time.
+struct CalibrationRun {
+  std::string path, label;
+  PlanInputs inputs;
+  PlanRow row;  // its candidate
+  std::optional<parallel::StageSplit> split;
+  int64_t micro_batches = 1;
+  double measured_step_s = 0;   // median after the first step, slowest rank
+  double predicted_step_s = 0;  // with the fitted numbers (filled by calibrate)
+};
+struct Calibration {
+  double efficiency_scale = 1.0, link_scale = 1.0;  // multiply the device's efficiency, links
+  double error_before = 0, error_after = 0;         // mean |log(predicted / measured)| step time
+};
+// Fits the two scales (grid search) to the runs' measured step times.
+Calibration calibrate(std::vector<CalibrationRun>& runs);
 
 // The table (ranked: fitting candidates by predicted tokens/s, then the rest) or CSV.
 std::string format_plan(const std::vector<PlanRow>& rows, const PlanInputs& in, bool csv);
