@@ -25,7 +25,6 @@
 #include "metrics/result_reader.h"
 #include "metrics/schema.h"
 #include "model/config.h"
-#include "model/hf/config_json.h"
 #include "model/lora_config.h"
 #include "parallel/stage_split.h"
 #include "train/plan.h"
@@ -63,25 +62,17 @@ const char* kUsage =
     "describe the run; see hlp-train --help. The layer kinds' activations are probed on this\n"
     "machine's CPU at short lengths and extrapolated (src/train/plan.h says what is modelled).\n";
 
-// The model, LoRA and kernels of a configuration, as hlp-train resolves them (probe on the CPU).
+// The model and LoRA of a configuration as hlp-train resolves them; the probe runs on the CPU.
 hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
   using namespace hlp;
   train::PlanInputs in;
   in.train = c;
-  if (c.model_config.empty()) {
-    in.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
-                   .with_vocab(data::make_tokenizer(c.tokenizer)->vocab_size());
-  } else {
-    in.model = model::hf::read_hf_config(c.model_config).config;
-    in.model.gdn_mode = model::parse_gdn_mode(c.gdn_mode);
-  }
-  in.model.activation_checkpointing = c.activation_checkpointing;
-  in.model.kernels = model::parse_kernels(c.kernels);
-  in.model.attn_impl = model::parse_attn_impl(c.attn_impl);
-  // the probe runs here, on the CPU: auto / sdpa resolve to the blocked kernel (linear memory,
-  // as sdpa's flash / memory-efficient kernels on a GPU)
+  auto run_model = train::resolve_run_model(c, data::make_tokenizer(c.tokenizer)->vocab_size());
+  in.model = run_model.model;
+  in.lora = run_model.lora;
+  // auto / sdpa resolve to the blocked kernel on the CPU (linear memory, as sdpa's flash /
+  // memory-efficient kernels on a GPU)
   if (in.model.attn_impl != model::AttnImpl::naive) in.model.attn_impl = model::AttnImpl::blocked;
-  in.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   return in;
 }
 
@@ -146,9 +137,7 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
       cand.pp_virtual = c.pp_virtual;
     }
     run.label = cand.name() + " T " + std::to_string(c.seq_len);
-    run.micro_batches = c.micro_batches > 0
-                            ? c.micro_batches
-                            : std::max<int64_t>(1, c.global_batch / (int64_t(cand.dp) * c.micro_batch));
+    run.batch = train::split_batch(c, cand.dp);
     if (c.pp > 1)
       run.split = parallel::split_stages(run.inputs.model, run.inputs.lora, c.seq_len,
                                          c.pp * c.pp_virtual, c.pp_split);
@@ -168,7 +157,7 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
   std::vector<double> before;
   for (auto& r : runs) {
     train::PlanRow row = r.row;
-    train::predict_time(row, r.inputs, r.split ? &*r.split : nullptr, r.micro_batches);
+    train::predict_time(row, r.inputs, r.split ? &*r.split : nullptr, r.batch);
     before.push_back(row.step_s);
   }
   const train::Calibration cal = train::calibrate(runs);

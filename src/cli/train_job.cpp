@@ -18,6 +18,7 @@
 #include "metrics/schema.h"
 #include "metrics/torch_info.h"
 #include "model/accounting.h"
+#include "model/context_shard.h"
 #include "model/sdpa_attention.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
@@ -164,8 +165,9 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
   };
   hooks.on_start = [&](const parallel::StrategyOptions& so, parallel::Strategy& strategy,
                        const train::ActivationProfile& activation) {
-    const int64_t cp_pieces = config.cp > 1 ? (config.cp_layout == "zigzag" ? 2 * config.cp : config.cp) : 1;
-    const auto flops = model::training_flops_per_token(so.model, so.lora, config.seq_len, cp_pieces);
+    const auto flops = model::training_flops_per_token(
+        so.model, so.lora, config.seq_len,
+        model::seq_piece_count(config.cp, config.cp_layout == "zigzag"));
     flops_model = flops.model_per_token;
     flops_executed = flops.executed_per_token;
     if (rank == 0 && on_cuda)

@@ -50,6 +50,12 @@ struct SeqLayout {
   torch::Tensor slice(const torch::Tensor& full) const;
 };
 
+// Pieces a sequence is cut into over `ranks` context-parallel ranks: 2 ranks (zigzag), ranks
+// (contiguous); 1 without context parallelism (ranks 1).
+inline int seq_piece_count(int ranks, bool zigzag) {
+  return ranks > 1 && zigzag ? 2 * ranks : ranks;
+}
+
 // Throws hlp::UserError (naming T and what divides it) when the pieces cannot be equal.
 SeqLayout make_seq_layout(int64_t seq_len, int ranks, int rank, bool zigzag);
 

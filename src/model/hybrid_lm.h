@@ -1,6 +1,7 @@
 #pragma once
 // HybridLM: embedding -> blocks (one per letter of the pattern) -> final RMSNorm + LM head.
-// The model knows nothing about parallelism; strategies use these pieces from outside:
+// The model knows nothing about parallelism (beyond the ContextShard hook of context_shard.h,
+// which its G, A and S layers consult); strategies use these pieces from outside:
 //   embed(tokens)      [B, T] int64 -> [B, T, D]           (first pipeline stage)
 //   block(i)->forward  [B, T, D] -> [B, T, D]              (any stage; i = position among held)
 //   head(x)            [B, T, D] -> logits [B, T, V]        (last stage)

@@ -1,9 +1,8 @@
 #include "parallel/context_parallel.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 
+#include "common/clock.h"
 #include "model/autocast_state.h"
 #include "model/blocked_attention.h"
 
@@ -24,10 +23,6 @@ constexpr int kRingTag = 30000;      // + step
 
 ContextParallel* shard_of(AutogradContext* ctx) {
   return reinterpret_cast<ContextParallel*>(ctx->saved_data["shard"].toInt());
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Zero-element stand-in for "no tensor" in an autograd Function's arguments.
@@ -63,6 +58,9 @@ int64_t local_offset(const SeqLayout& l, int piece, int64_t pos) {
   throw std::logic_error("local_offset: piece not on its owner");
 }
 
+// The first global position of piece p's halo of n rows (fewer at the sequence's start).
+int64_t halo_begin(const SeqPiece& p, int64_t n) { return std::max<int64_t>(0, p.begin - n); }
+
 int local_slot(const std::vector<SeqPiece>& pieces, int index) {
   for (size_t s = 0; s < pieces.size(); ++s)
     if (pieces[s].index == index) return int(s);
@@ -82,7 +80,7 @@ struct HaloFn : torch::autograd::Function<HaloFn> {
     const int64_t B = x.size(0), C = x.size(2);
     std::vector<torch::Tensor> halos;
     for (const SeqPiece& p : mine) {
-      const int64_t rows = p.begin - std::max<int64_t>(0, p.begin - n);
+      const int64_t rows = p.begin - halo_begin(p, n);
       halos.push_back(torch::empty({B, rows, C}, x.options()));
     }
     std::vector<comm::WorkPtr> work;
@@ -97,7 +95,7 @@ struct HaloFn : torch::autograd::Function<HaloFn> {
         if (to == me) {
           const SeqPiece& t = mine[size_t(local_slot(mine, o.target))];
           halos[size_t(local_slot(mine, o.target))]
-              .narrow(1, o.begin - std::max<int64_t>(0, t.begin - n), o.end - o.begin)
+              .narrow(1, o.begin - halo_begin(t, n), o.end - o.begin)
               .copy_(rows);
           continue;
         }
@@ -108,8 +106,7 @@ struct HaloFn : torch::autograd::Function<HaloFn> {
       } else {
         const int slot = local_slot(mine, o.target);
         const SeqPiece& t = mine[size_t(slot)];
-        auto dest = halos[size_t(slot)].narrow(1, o.begin - std::max<int64_t>(0, t.begin - n),
-                                               o.end - o.begin);
+        auto dest = halos[size_t(slot)].narrow(1, o.begin - halo_begin(t, n), o.end - o.begin);
         auto buf = torch::empty(dest.sizes(), x.options());
         work.push_back(comm.recv_async(buf, from, tag));
         landing.emplace_back(buf, dest);
@@ -143,7 +140,7 @@ struct HaloFn : torch::autograd::Function<HaloFn> {
       const int slot = local_slot(mine, o.target);
       const SeqPiece& t = mine[size_t(slot)];
       const auto& g = grads[size_t(slot)];
-      const int64_t first = o.begin - std::max<int64_t>(0, t.begin - n);
+      const int64_t first = o.begin - halo_begin(t, n);
       return g.defined() ? g.narrow(1, first, o.end - o.begin)
                          : torch::zeros({shape[0], o.end - o.begin, shape[2]}, dx.options());
     };
@@ -481,10 +478,10 @@ torch::Tensor ContextParallel::attention(const torch::Tensor& q, const torch::Te
   const auto compute = reduced ? torch::kFloat32 : dtype;
   model::NoAutocastGuard no_autocast;  // tiles in `compute` (see blocked_attention.cpp)
   auto q_rows = model::group_queries(q.to(compute), kv_heads);  // [N, L * g, hd]
-  auto k_flat = k.to(compute).reshape({B * kv_heads, L, hd}).contiguous();
-  auto v_flat = v.to(compute).reshape({B * kv_heads, L, hd}).contiguous();
   torch::Tensor out;
   if (window <= 0) {
+    auto k_flat = k.to(compute).reshape({B * kv_heads, L, hd}).contiguous();
+    auto v_flat = v.to(compute).reshape({B * kv_heads, L, hd}).contiguous();
     out = RingAttentionFn::apply(q_rows, k_flat, v_flat, group, reinterpret_cast<int64_t>(this))[0];
   } else {
     // S layers: the window - 1 keys and values before each piece, in one halo of [B, L, 2 KVH hd]
@@ -494,9 +491,10 @@ torch::Tensor ContextParallel::attention(const torch::Tensor& q, const torch::Te
     halo_kind_ = CpExchange::window_halo;
     const auto halos = halo(kv, window - 1);
     halo_kind_ = previous;
+    const auto pieces = layout_.local_pieces();
     std::vector<torch::Tensor> outs;
-    for (size_t i = 0; i < layout_.local_pieces().size(); ++i) {
-      const SeqPiece p = layout_.local_pieces()[i];
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const SeqPiece& p = pieces[i];
       const int64_t h = halos[i].size(1);
       // [B, h + len, 2 KVH hd] -> k, v [N, h + len, hd]
       auto joined = torch::cat({halos[i], kv.narrow(1, p.local_begin, p.length)}, 1);

@@ -58,8 +58,8 @@ class ContextParallel : public model::ContextShard {
   comm::Communicator& comm() const { return *comm_; }
   const CpStats& stats() const { return stats_; }
   CpStats& mutable_stats() { return stats_; }
-  // The kind the next halo() counts its bytes as (G layers: conv_halo; S layers: window_halo).
-  void set_halo_kind(CpExchange kind) { halo_kind_ = kind; }
+  // The kind halo() counts its bytes as: conv_halo (G layers), window_halo while attention()
+  // takes an S layer's keys and values.
   CpExchange halo_kind() const { return halo_kind_; }
 
  private:

@@ -17,6 +17,7 @@
 #include "parallel/stage_split.h"
 #include "parallel/tensor_parallel.h"
 #include "train/memory_limit.h"
+#include "train/trainer.h"
 
 namespace hlp::train {
 
@@ -145,11 +146,15 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
   for (int pp = 2; pp <= ranks; ++pp) {
     if (ranks % pp != 0 || pp > layers) continue;
     const int dp = ranks / pp;
-    const int64_t micro = std::max<int64_t>(1, train.global_batch / (int64_t(dp) * train.micro_batch));
+    int64_t micro = 0;  // M; 0: the batch does not split over this dp (plan() says so)
+    try {
+      micro = split_batch(train, dp).micro_batches;
+    } catch (const UserError&) {
+    }
     for (const char* sched : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
       const std::string schedule = sched;
       const int V = schedule == "interleaved" ? 2 : 1;
-      if (V > 1 && (micro % pp != 0 || int64_t(pp) * V > layers)) continue;
+      if (V > 1 && ((micro > 0 && micro % pp != 0) || int64_t(pp) * V > layers)) continue;
       if (schedule == "zb-h1" && config.activation_checkpointing) continue;
       add({dp == 1 ? "pp" : "ddp", ranks, dp, pp, 1, 1, schedule, V});
       if (dp > 1) add({"fsdp2", ranks, dp, pp, 1, 1, schedule, V});
@@ -164,7 +169,7 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
   }
   for (int cp = 2; cp <= ranks; ++cp) {
     if (ranks % cp != 0) continue;
-    const int pieces = train.cp_layout == "zigzag" ? 2 * cp : cp;
+    const int pieces = model::seq_piece_count(cp, train.cp_layout == "zigzag");
     if (train.seq_len % pieces != 0) continue;
     const int dp = ranks / cp;
     add({dp == 1 ? "cp" : "ddp", ranks, dp, 1, 1, cp, "-", 1});
@@ -280,18 +285,19 @@ double ring_s(double bytes, int n, double factor, const PlanDevice& d) {
 
 struct ProbeKey {
   int tp;
-  int64_t seq_len;
+  int64_t micro_batch, seq_len;
   bool every_parameter_trains, split_backward;
   bool operator<(const ProbeKey& o) const {
-    return std::tie(tp, seq_len, every_parameter_trains, split_backward) <
-           std::tie(o.tp, o.seq_len, o.every_parameter_trains, o.split_backward);
+    return std::tie(tp, micro_batch, seq_len, every_parameter_trains, split_backward) <
+           std::tie(o.tp, o.micro_batch, o.seq_len, o.every_parameter_trains, o.split_backward);
   }
 };
 
 }  // namespace
 
 void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
-                  int64_t micro) {
+                  const BatchSplit& batch) {
+  const int64_t micro = batch.micro_batches;
   const TrainConfig& t = in.train;
   const PlanCandidate& c = row.candidate;
   const int64_t tokens_global = int64_t(t.global_batch) * t.seq_len;
@@ -299,8 +305,8 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   std::optional<parallel::PipeSpec> spec;
   if (c.pp > 1) spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
   // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
-  const int64_t cp_pieces = c.cp > 1 ? (t.cp_layout == "zigzag" ? 2 * c.cp : c.cp) : 1;
-  const auto flops = model::training_flops_per_token(in.model, in.lora, t.seq_len, cp_pieces);
+  const auto flops = model::training_flops_per_token(
+      in.model, in.lora, t.seq_len, model::seq_piece_count(c.cp, t.cp_layout == "zigzag"));
   const double model_ranks = double(c.pp) * c.tp * c.cp;
   double stage_share = 1.0 / c.pp;
   if (split) {
@@ -318,7 +324,8 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   row.compute_s = rank_flops / std::max(1.0, in.device.peak_flops * in.device.efficiency);
   const double trainable_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).trainable);
   const double total_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).total);
-  const double activation_msg = 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
+  const double activation_msg =
+      4.0 * double(batch.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
   const int dpc = c.dp * c.cp;
   double comm = 0;
   if (flat) comm = ring_s(total_bytes / model_ranks, dpc, 3.0, in.device);
@@ -335,7 +342,7 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
     int64_t a_layers = 0;
     for (int64_t l = 0; l < in.model.num_layers(); ++l)
       a_layers += in.model.layer_kind(l) == model::LayerKind::full_attention ? 1 : 0;
-    const double kv = 2.0 * 4.0 * double(t.micro_batch) * double(t.seq_len / c.cp) *
+    const double kv = 2.0 * 4.0 * double(batch.micro_batch) * double(t.seq_len / c.cp) *
                       double(in.model.attn_kv_heads * in.model.attn_head_dim);
     comm += double(micro) * double(a_layers) * double(3 * c.cp - 2) *
             (kv / in.device.link_bytes_per_s + in.device.link_latency_s);
@@ -361,15 +368,15 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
   for (const auto& c : candidates) {
     PlanRow row;
     row.candidate = c;
-    const int64_t micro = std::max<int64_t>(
-        1, t.micro_batches > 0 ? t.micro_batches : t.global_batch / (int64_t(c.dp) * t.micro_batch));
-    if (int64_t(c.dp) * t.micro_batch * micro != t.global_batch && t.micro_batches == 0) {
-      row.problem = "--global-batch " + std::to_string(t.global_batch) + " is not dp " +
-                    std::to_string(c.dp) + " x micro-batch " + std::to_string(t.micro_batch) +
-                    " x M";
+    BatchSplit batch;  // hlp-train's own split of the global batch over the dp ranks
+    try {
+      batch = split_batch(t, c.dp);
+    } catch (const UserError& e) {
+      row.problem = e.what();
       rows.push_back(row);
       continue;
     }
+    const int64_t micro = batch.micro_batches;
     if (c.tp > 1 && in.lora.dropout > 0) {
       row.problem = "tensor parallelism needs --lora-dropout 0 (partners would draw different "
                     "dropout masks; tensor_parallel.h)";
@@ -378,9 +385,9 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     }
     const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
     const bool split_backward = c.pp_schedule == "zb-h1";
-    const ProbeKey key{c.tp, t.seq_len / c.cp, flat, split_backward};
+    const ProbeKey key{c.tp, batch.micro_batch, t.seq_len / c.cp, flat, split_backward};
     if (!profiles.count(key))
-      profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, t.micro_batch,
+      profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, batch.micro_batch,
                                         key.seq_len, precision, flat, torch::kCPU, probe,
                                         split_backward);
     const ActivationProfile& profile = profiles.at(key);
@@ -404,7 +411,7 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
         const double act = predict_rank_activation_bytes(
             profile, in.model, c.tp, spec ? &*spec : nullptr,
             split ? &split->first_block : nullptr, split ? &split->end_block : nullptr, stage,
-            t.micro_batch, transition_tokens);
+            batch.micro_batch, transition_tokens);
         const double peak =
             held.params + held.grads + held.optimizer + held.working_set + held.comm_buffers + act;
         if (peak > worst) {
@@ -419,7 +426,7 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     row.limit_bytes = in.device.memory_bytes;
     row.fits = std::isfinite(worst) && worst + row.reserve <= row.limit_bytes;
 
-    predict_time(row, in, split ? &*split : nullptr, micro);
+    predict_time(row, in, split ? &*split : nullptr, batch);
     rows.push_back(row);
   }
   return rows;
@@ -434,7 +441,7 @@ Calibration calibrate(std::vector<CalibrationRun>& runs) {
       in.device.efficiency *= efficiency_scale;
       in.device.link_bytes_per_s *= link_scale;
       PlanRow row = r.row;
-      predict_time(row, in, r.split ? &*r.split : nullptr, r.micro_batches);
+      predict_time(row, in, r.split ? &*r.split : nullptr, r.batch);
       sum += std::abs(std::log(row.step_s / r.measured_step_s));
       if (keep) r.predicted_step_s = row.step_s;
     }

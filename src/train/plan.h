@@ -47,6 +47,7 @@
 #include "parallel/stage_split.h"
 #include "train/activation_model.h"
 #include "train/config.h"
+#include "train/trainer.h"
 
 namespace hlp::train {
 
@@ -120,9 +121,10 @@ struct PlanInputs {
 std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates);
 
 // The time terms of `row` (compute, communication, bubble, step, tokens/s) for its candidate;
-// `split` the pipeline's stage split (nullptr without one), `micro_batches` M.
+// `split` the pipeline's stage split (nullptr without one), `batch` the global batch's split
+// over the candidate's dp ranks (split_batch).
 void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
-                  int64_t micro_batches);
+                  const BatchSplit& batch);
 
 // --calibrate: measured runs, each with what the planner needs to predict its step time.
 struct CalibrationRun {
@@ -130,7 +132,7 @@ struct CalibrationRun {
   PlanInputs inputs;
   PlanRow row;  // its candidate
   std::optional<parallel::StageSplit> split;
-  int64_t micro_batches = 1;
+  BatchSplit batch;
   double measured_step_s = 0;   // median after the first step, slowest rank
   double predicted_step_s = 0;  // with the fitted numbers (filled by calibrate)
 };

@@ -143,6 +143,28 @@ metrics::ContextParallelInfo context_parallel_info(const parallel::ContextParall
 
 }  // namespace
 
+RunModel resolve_run_model(const TrainConfig& c, int64_t tokenizer_vocab) {
+  RunModel r;
+  if (c.model_config.empty()) {
+    r.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode).with_vocab(tokenizer_vocab);
+  } else {
+    // The checkpoint decides the vocabulary; the tokenizer's ids must fit in it.
+    const auto hf = model::hf::read_hf_config(c.model_config);
+    r.model = hf.config;
+    r.model.gdn_mode = model::parse_gdn_mode(c.gdn_mode);
+    r.base_model_name = hf.name_or_path;
+    if (tokenizer_vocab > r.model.vocab)
+      throw user_error("--tokenizer has ", tokenizer_vocab, " ids but --model-config's "
+                       "vocab_size is ", r.model.vocab, "; use the model's tokenizer");
+  }
+  r.model.activation_checkpointing = c.activation_checkpointing;
+  r.model.kernels = model::parse_kernels(c.kernels);
+  r.model.attn_impl = model::parse_attn_impl(c.attn_impl);
+  r.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
+  if (!c.load_adapter.empty()) r.lora = model::hf::read_peft_config(c.load_adapter, r.lora);
+  return r;
+}
+
 TrainConfig with_parallel_defaults(TrainConfig c, int world_size) {
   if (c.strategy == "pp" && c.pp == 1 && world_size / c.tp > 1) c.pp = world_size / c.tp;
   if (c.strategy == "tp" && c.tp == 1 && world_size / c.pp > 1) c.tp = world_size / c.pp;
@@ -268,26 +290,11 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
 
   parallel::StrategyOptions so;
   so.name = c.strategy;
-  std::string base_model_name;  // for adapter_config.json
-  if (c.model_config.empty()) {
-    so.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
-                   .with_vocab(loader->vocab_size());
-  } else {
-    // The checkpoint decides the vocabulary; the tokenizer's ids must fit in it.
-    const auto hf = model::hf::read_hf_config(c.model_config);
-    so.model = hf.config;
-    so.model.gdn_mode = model::parse_gdn_mode(c.gdn_mode);
-    base_model_name = hf.name_or_path;
-    if (loader->vocab_size() > so.model.vocab)
-      throw user_error("--tokenizer has ", loader->vocab_size(), " ids but --model-config's "
-                       "vocab_size is ", so.model.vocab, "; use the model's tokenizer");
-  }
-  so.model.activation_checkpointing = c.activation_checkpointing;
-  so.model.kernels = model::parse_kernels(c.kernels);
-  so.model.attn_impl = model::parse_attn_impl(c.attn_impl);
+  const RunModel run_model = resolve_run_model(c, loader->vocab_size());
+  so.model = run_model.model;
   model::resolve_attn_impl(so.model.attn_impl, device.device);  // an impossible sdpa fails here, on every rank
-  so.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
-  if (!c.load_adapter.empty()) so.lora = model::hf::read_peft_config(c.load_adapter, so.lora);
+  so.lora = run_model.lora;
+  const std::string& base_model_name = run_model.base_model_name;  // for adapter_config.json
   so.seed = c.seed;
   so.device = device.device;
   so.precision = model::parse_precision(c.precision);

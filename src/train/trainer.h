@@ -101,6 +101,17 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
 
 // Micro-batches per step on one data-parallel rank, validated: rows = G / dp must split into
 // micro-batches of config.micro_batch rows (or into config.micro_batches pieces).
+// The model and LoRA a configuration runs, as hlp-train resolves them: the preset with the
+// tokenizer's vocabulary (or --model-config's checkpoint config, whose vocabulary the tokenizer's
+// `tokenizer_vocab` ids must fit: UserError), checkpointing, kernels and the requested attention
+// kernel (not yet resolved for a device), LoRA (--load-adapter's adapter_config.json wins).
+struct RunModel {
+  model::ModelConfig model;
+  model::LoraConfig lora;
+  std::string base_model_name;  // --model-config's name_or_path ("" for a preset)
+};
+RunModel resolve_run_model(const TrainConfig& config, int64_t tokenizer_vocab);
+
 struct BatchSplit {
   int rows_per_rank = 0;   // G / dp
   int micro_batch = 0;     // B
