@@ -179,6 +179,13 @@ void MpiOpQueue::poll_p2p() {
 
 void MpiOpQueue::complete(MpiTask& task, std::exception_ptr error) {
   task.record.end_s = now_s();
+  // The op's closures hold its tensors (staging buffers, the caller's inputs and outputs):
+  // they go now, on this thread, before the waiter wakes. Destroyed later (with the task, at
+  // the end of the loop iteration) they would outlive wait() by a thread switch, and whether
+  // they are still alive when the caller allocates its next buffers would decide the peak.
+  task.run = nullptr;
+  task.post = nullptr;
+  task.finish = nullptr;
   // Report before waking the waiter, so a returned wait() implies a reported op.
   if (!error && reporter_ && task.reported) {
     try {

@@ -1,5 +1,6 @@
 #include "parallel/fsdp.h"
 
+#include "comm/shard.h"
 #include "common/clock.h"
 #include "metrics/recorder.h"
 #include "model/init.h"
@@ -67,19 +68,25 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
     if (name.rfind("blocks.", 0) == 0) unit = std::stoul(name.substr(7)) + 1;
     groups.at(unit).emplace_back(name, p);
   }
-  // Working set of a step: the root stays gathered (with full gradients during backward) and
-  // at most two blocks are gathered at once (this one and the prefetched neighbour), each
-  // with its full-size gradients (fsdp: the whole flat buffer requires grad; fsdp2: only
-  // the trainable parameters).
-  int64_t max_block_bytes = 0;
-  for (size_t u = 0; u < groups.size(); ++u) {
-    int64_t bytes = 0;
-    for (const auto& [name, p] : groups[u])
-      bytes += p.nbytes() + (!per_parameter || p.requires_grad() ? p.nbytes() : 0);
-    if (u == 0) working_set_bytes_ += bytes;
-    else max_block_bytes = std::max(max_block_bytes, bytes);
+  // Working set of a step (sharded_working_set): the units' sizes as the units shard them.
+  const int n = options_.dp_comm->size();
+  std::vector<UnitSize> sizes;
+  for (const auto& g : groups) {
+    UnitSize u;
+    for (const auto& [name, p] : g) {
+      const int64_t d0 = p.dim() == 0 ? 1 : p.size(0);
+      const int64_t shard = d0 == 0 ? 0 : comm::shard_numel(d0, n) * (p.numel() / d0);
+      u.numel += p.numel();
+      u.shard += shard;
+      if (p.requires_grad()) {
+        u.trainable_numel += p.numel();
+        u.trainable_shard += shard;
+      }
+    }
+    if (!per_parameter) u.shard = comm::shard_numel(u.numel, n);
+    sizes.push_back(u);
   }
-  working_set_bytes_ += 2 * max_block_bytes;
+  working_set_ = sharded_working_set(sizes, n, per_parameter);
   for (auto& g : groups)
     units_.push_back(per_parameter
                          ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)

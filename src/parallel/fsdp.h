@@ -31,7 +31,7 @@ class ShardedStrategy : public Strategy {
   double grad_norm() override;
   void zero_grad() override;
   HeldBytes held_bytes() const override;
-  int64_t working_set_bytes() const override { return working_set_bytes_; }
+  WorkingSet working_set() const override { return working_set_; }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
   std::vector<model::hf::HeldTensor> held_tensors() override;
@@ -54,7 +54,7 @@ class ShardedStrategy : public Strategy {
   bool prefetch_forward_ = false;
   int64_t pending_block_ = -1;  // block whose reduce-scatter is in flight
   int64_t params_total_ = 0, params_trainable_ = 0;
-  int64_t working_set_bytes_ = 0;  // see working_set_bytes(): root + two blocks gathered
+  WorkingSet working_set_;  // sharded_working_set() of the units
 };
 
 }  // namespace hlp::parallel

@@ -68,7 +68,9 @@ class PipelineStrategy : public Strategy {
   HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_}; }
   // fsdp2 inside a pipeline / tensor-parallel mesh: the stage's parameters are gathered whole
   // for the step, with full-size gradients for the trainable ones until their reduce-scatter.
-  int64_t working_set_bytes() const override { return working_set_bytes_; }
+  WorkingSet working_set() const override {
+    return {double(working_set_bytes_), double(working_set_bytes_)};
+  }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
   std::vector<model::hf::HeldTensor> held_tensors() override;

@@ -327,4 +327,43 @@ std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
   return std::make_unique<PerParamUnit>(std::move(params), std::move(comm), materialise);
 }
 
+WorkingSet sharded_working_set(const std::vector<UnitSize>& units, int ranks, bool per_parameter) {
+  WorkingSet ws;
+  if (units.empty()) return ws;
+  const double n = double(ranks);
+  const UnitSize& root = units[0];
+  const size_t blocks = units.size() - 1;
+  auto block = [&](size_t i) -> const UnitSize& { return units[i + 1]; };
+  double worst = 0, worst_comm = 0;
+  for (size_t i = 0; i < blocks; ++i) {
+    double bytes = 0, comm = 0;
+    if (per_parameter) {
+      bytes = 4.0 * double(block(i).numel);
+      if (i > 0) {
+        bytes += 4.0 * double(block(i - 1).numel);
+        comm += 4.0 * (n + 1) * double(block(i - 1).shard);
+      }
+      if (i + 1 < blocks) comm += 4.0 * (n + 1) * double(block(i + 1).trainable_shard);
+      bytes += comm;
+    } else {
+      bytes = 8.0 * double(block(i).numel);
+      if (i > 0) bytes += 4.0 * double(block(i - 1).numel);
+      if (i + 1 < blocks) bytes += 4.0 * double(block(i + 1).numel) + 4.0 * double(block(i + 1).shard);
+    }
+    if (bytes > worst) {
+      worst = bytes;
+      worst_comm = comm;
+    }
+  }
+  ws.block_comm = worst_comm;
+  if (per_parameter) {
+    ws.head = 4.0 * double(root.numel);
+    ws.block = 4.0 * double(root.numel + root.trainable_numel) + worst;
+  } else {
+    ws.head = 8.0 * double(root.numel);
+    ws.block = ws.head + worst;
+  }
+  return ws;
+}
+
 }  // namespace hlp::parallel

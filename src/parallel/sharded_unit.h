@@ -60,6 +60,32 @@ class ShardedUnit {
 // parameter (per-param) or one whole unit (flat), never the whole model. Empty: values present.
 using Materialise = std::function<void(const std::string& name, const torch::Tensor& param)>;
 
+// Sizes of one sharding unit, in elements, for the working-set model below.
+struct UnitSize {
+  int64_t numel = 0;            // every parameter of the unit, unsharded
+  int64_t trainable_numel = 0;  // its trainable parameters, unsharded
+  int64_t shard = 0;            // a rank's padded shard: flat ceil(N / n); per parameter the sum
+                                // of ceil(d0 / n) x (numel / d0)
+  int64_t trainable_shard = 0;  // per parameter: the same over the trainable parameters
+};
+
+// The working set of fsdp (per_parameter false) or fsdp2 over `ranks` ranks, from the units'
+// sizes (units[0] the root, then the blocks in order), float32. It follows what fsdp.cpp and the
+// units do, micro-batch by micro-batch (N: a unit's elements, T: its trainable ones, S / S_t:
+// the padded shards; block i's backward is the phase):
+//   flat  head:  the root gathered with its full gradient buffer               8 N_root
+//         block: that + block i gathered with its gradient buffer + block i-1 prefetched
+//                + block i+1's gradient buffer and reduce-scatter output (finished after
+//                block i's backward): 8 N_root + max_i (8 N_i + 4 N_i-1 + 4 N_i+1 + 4 S_i+1)
+//   fsdp2 head:  the root gathered                                             4 N_root
+//         block: that + the root's trainable gradients + block i gathered + block i-1
+//                prefetched with its gather buffers (send S, receive n S) + block i+1's
+//                reduce-scatter buffers (packed n S_t, output S_t):
+//                4 (N_root + T_root) + max_i (4 N_i + 4 N_i-1 + 4 (n+1) S_i-1 + 4 (n+1) S_t,i+1)
+// The gradients autograd itself allocates for block i (fsdp2) or adds into the buffer (fsdp)
+// are part of the probed layer's backward (activation_model.h), not counted here.
+WorkingSet sharded_working_set(const std::vector<UnitSize>& units, int ranks, bool per_parameter);
+
 std::unique_ptr<ShardedUnit> make_flat_unit(NamedParams params,
                                             std::shared_ptr<comm::Communicator> comm,
                                             const Materialise& materialise = {});

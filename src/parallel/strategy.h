@@ -80,6 +80,16 @@ struct StrategyOptions {
   metrics::Recorder* recorder = nullptr;            // optional: spans for the trace
 };
 
+// What a strategy holds beyond its resident shards and the activations, in the two phases of a
+// micro-batch's backward where the activation peak falls (activation_model.h): while the head's
+// backward runs (everything saved is alive) and while a block's backward (or its recompute) runs.
+struct WorkingSet {
+  double head = 0;   // bytes during the head's backward
+  double block = 0;  // bytes during the backward of the block whose phase is largest
+  double block_comm = 0;  // of `block`: communication buffers (fsdp2's gather and reduce)
+  double max() const { return head > block ? head : block; }
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -99,9 +109,10 @@ class Strategy {
   virtual void zero_grad() = 0;
   virtual HeldBytes held_bytes() const = 0;
   // Bytes the strategy itself adds to a step's peak beyond held_bytes() and the activations:
-  // gathered (unsharded) parameters and full-size gradients of the units in flight (fsdp,
-  // fsdp2). Part of the measured activation_bytes, so the activation prediction adds it.
-  virtual int64_t working_set_bytes() const { return 0; }
+  // gathered (unsharded) parameters, full-size gradients and communication buffers of the units
+  // in flight (fsdp, fsdp2), in each phase of the backward where the activation peak can fall.
+  // Part of the measured activation_bytes, so the activation prediction composes it in.
+  virtual WorkingSet working_set() const { return {}; }
 
   // Factor the next forward_backward() multiplies the loss by before its backward (fp16 dynamic
   // loss scaling, train/loss_scaler.h); 1 otherwise.

@@ -191,16 +191,20 @@ ActivationParts activation_parts(const ActivationProfile& profile, const model::
   return parts;
 }
 
-double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
-                                int64_t first_block, int64_t end_block, bool has_head,
-                                int64_t in_flight) {
+RankActivation predict_activation(const ActivationProfile& profile, const model::ModelConfig& config,
+                                  int64_t first_block, int64_t end_block, bool has_head,
+                                  int64_t in_flight, const parallel::WorkingSet& working_set) {
   const ActivationParts parts = activation_parts(profile, config, first_block, end_block, has_head);
   const double held = double(std::max<int64_t>(1, in_flight)) * parts.held;
-  if (!has_head) return held + parts.working;
+  if (!has_head) return {held + parts.working, working_set.max()};
   // The head's backward runs first and frees what its forward saved before any block's backward
   // runs: the peak is at the head's backward (everything held plus its working set) or later, in
-  // a block's backward (or recompute), without the head's saved tensors.
-  return std::max(held + parts.head_working, held - parts.head_saved + parts.layer_working);
+  // a block's backward (or recompute), without the head's saved tensors. The strategy's working
+  // set differs between the two phases (fsdp: no block is gathered during the head's backward).
+  const RankActivation head{held + parts.head_working, working_set.head};
+  const RankActivation block{held - parts.head_saved + parts.layer_working, working_set.block};
+  if (std::isnan(head.total()) || std::isnan(block.total())) return {std::nan(""), 0.0};
+  return head.total() >= block.total() ? head : block;
 }
 
 double predict_stage_activation_bytes(const std::vector<ActivationParts>& chunks,
@@ -224,28 +228,32 @@ double cp_activation_extra_bytes(const model::ModelConfig& c, int64_t micro_batc
          double(c.gdn_heads) * dk * (2.0 + dk / chunk) * 4.0;
 }
 
-double predict_rank_activation_bytes(const ActivationProfile& profile,
-                                     const model::ModelConfig& config, int tp,
-                                     const parallel::PipeSpec* spec,
-                                     const std::vector<int64_t>* first_block,
-                                     const std::vector<int64_t>* end_block, int stage,
-                                     int64_t micro_batch, int64_t cp_transition_tokens) {
-  double bytes = 0;
+RankActivation predict_rank_activation(const ActivationProfile& profile,
+                                       const model::ModelConfig& config, int tp,
+                                       const parallel::PipeSpec* spec,
+                                       const std::vector<int64_t>* first_block,
+                                       const std::vector<int64_t>* end_block, int stage,
+                                       int64_t micro_batch, int64_t cp_transition_tokens,
+                                       const parallel::WorkingSet& working_set) {
+  RankActivation out;
   if (spec && spec->stages > 1) {
-    // every chunk of this stage, composed over the stage's schedule table
+    // every chunk of this stage, composed over the stage's schedule table; a pipeline's
+    // working set (fsdp2: the stage gathered whole) is the same in every phase
     std::vector<ActivationParts> chunks;
     for (int chunk = 0; chunk < spec->chunks; ++chunk) {
       const size_t g = size_t(spec->virtual_stage(stage, chunk));
       chunks.push_back(activation_parts(profile, config, first_block->at(g), end_block->at(g),
                                         end_block->at(g) == config.num_layers()));
     }
-    bytes = predict_stage_activation_bytes(chunks, parallel::stage_actions(*spec, stage));
+    out = {predict_stage_activation_bytes(chunks, parallel::stage_actions(*spec, stage)),
+           working_set.max()};
   } else {
-    bytes = predict_activation_bytes(profile, config, 0, config.num_layers(), true, 1);
+    out = predict_activation(profile, config, 0, config.num_layers(), true, 1, working_set);
   }
   if (cp_transition_tokens > 0)
-    bytes += cp_activation_extra_bytes(tp_rank_config(config, tp), micro_batch, cp_transition_tokens);
-  return bytes;
+    out.activations +=
+        cp_activation_extra_bytes(tp_rank_config(config, tp), micro_batch, cp_transition_tokens);
+  return out;
 }
 
 }  // namespace hlp::train

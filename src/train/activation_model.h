@@ -16,8 +16,9 @@
 //                                 + max over layers (saved + transient: the recomputed block))
 //   (the head's backward runs first and frees its saved tensors before any block's backward;
 //   pipeline stages compose over their schedule table instead, below)
-// The trainer adds the strategy's own working set (Strategy::working_set_bytes(): fsdp's gathered
-// units), which the measured activation_bytes hold too.
+// The strategy's own working set (Strategy::working_set(): fsdp's gathered units, their gradient
+// and communication buffers), which the measured activation_bytes hold too, is added in the
+// phase it belongs to: fsdp gathers no block while the head's backward runs.
 // in_flight = micro-batches whose activations a rank holds at once: 1 for data parallelism,
 // min(M, p - stage) for 1F1B, M for GPipe.
 // Tensor parallelism: a tp rank computes every block with 1/t of the heads and of the MLP width
@@ -39,6 +40,7 @@
 #include "model/lora_config.h"
 #include "model/precision.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/strategy.h"
 
 namespace hlp::train {
 
@@ -93,25 +95,34 @@ struct ActivationParts {
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
                                  int64_t first_block, int64_t end_block, bool has_head);
 
-// The rank's predicted activation peak for blocks [first_block, end_block) and the head where
-// it holds it (the embedding's output and a later stage's input are the same [B, T, D] input), with `in_flight` micro-batches alive at once.
-double predict_activation_bytes(const ActivationProfile& profile, const model::ModelConfig& config,
-                                int64_t first_block, int64_t end_block, bool has_head,
-                                int64_t in_flight);
+// The rank's predicted peak beyond its resident parameters, gradients and optimizer state, at
+// the phase where it falls: the activations alive then and the strategy's working set then.
+struct RankActivation {
+  double activations = 0, working_set = 0;
+  double total() const { return activations + working_set; }
+};
 
-// One rank's predicted activation peak (its strategy's working set not included), composed as
-// the trainer runs it: the whole model (no pipeline), or pipeline stage `stage` of `stages`
-// (its chunks from `split`, over the stage's table of `spec`); plus the context-parallel
-// transition pass when `cp_transition_tokens` > 0 (cp_activation_extra_bytes). `config` is the
-// model (the layer pattern; its activation_checkpointing decides the composition); `tp` divides
-// the heads and MLP for the cp term as tp_rank_config does. hlp-train (before its first step)
-// and hlp-plan both predict with it.
-double predict_rank_activation_bytes(const ActivationProfile& profile,
-                                     const model::ModelConfig& config, int tp,
-                                     const parallel::PipeSpec* spec,
-                                     const std::vector<int64_t>* first_block,
-                                     const std::vector<int64_t>* end_block, int stage,
-                                     int64_t micro_batch, int64_t cp_transition_tokens);
+// The peak for blocks [first_block, end_block) and the head where it holds it (the embedding's
+// output and a later stage's input are the same [B, T, D] input), with `in_flight`
+// micro-batches alive at once, and the strategy's `working_set` in each backward phase.
+RankActivation predict_activation(const ActivationProfile& profile, const model::ModelConfig& config,
+                                  int64_t first_block, int64_t end_block, bool has_head,
+                                  int64_t in_flight, const parallel::WorkingSet& working_set = {});
+
+// One rank's predicted peak beyond its held state, composed as the trainer runs it: the whole
+// model (no pipeline), or pipeline stage `stage` of `stages` (its chunks from `split`, over the
+// stage's table of `spec`); plus the context-parallel transition pass when
+// `cp_transition_tokens` > 0 (cp_activation_extra_bytes); plus the strategy's working set at the
+// peak's phase. `config` is the model (the layer pattern; its activation_checkpointing decides
+// the composition); `tp` divides the heads and MLP for the cp term as tp_rank_config does.
+// hlp-train (before its first step) and hlp-plan both predict with it.
+RankActivation predict_rank_activation(const ActivationProfile& profile,
+                                       const model::ModelConfig& config, int tp,
+                                       const parallel::PipeSpec* spec,
+                                       const std::vector<int64_t>* first_block,
+                                       const std::vector<int64_t>* end_block, int stage,
+                                       int64_t micro_batch, int64_t cp_transition_tokens,
+                                       const parallel::WorkingSet& working_set);
 
 // Context parallelism (--cp): what a rank's G layers keep beyond the probed layer, for one
 // micro-batch of `micro_batch` rows whose `transition_tokens` local tokens lie outside the

@@ -14,6 +14,7 @@
 #include "model/accounting.h"
 #include "model/context_shard.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/sharded_unit.h"
 #include "parallel/stage_split.h"
 #include "parallel/tensor_parallel.h"
 #include "train/memory_limit.h"
@@ -190,7 +191,7 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     // flat units: root + one per block, in parameter order; AdamW over this rank's range
     std::map<int64_t, std::vector<const model::ParamSpec*>> units;
     for (const auto& p : table) units[is_block_param(p.name) ? block_of(p.name) + 1 : 0].push_back(&p);
-    double max_block = 0;
+    std::vector<parallel::UnitSize> sizes;
     for (const auto& [u, params] : units) {
       int64_t n = 0;
       for (const auto* p : params) n += p->numel;
@@ -205,11 +206,12 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
         }
         offset += p->numel;
       }
-      const double full = 8.0 * double(n);  // gathered parameters and their full gradients
-      if (u == 0) h.working_set += full;
-      else max_block = std::max(max_block, full);
+      parallel::UnitSize size;
+      size.numel = n;
+      size.shard = shard;
+      sizes.push_back(size);
     }
-    h.working_set += 2 * max_block;
+    h.working_set = parallel::sharded_working_set(sizes, dp, false);
     return h;
   }
   // The parameters this rank holds: a stage's chunks (pipeline) or all, each tp-sliced.
@@ -236,41 +238,40 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     held.emplace_back(&p, shape);
   }
   const bool sharded = c.strategy == "fsdp2";
-  std::map<int64_t, double> unit_full;  // fsdp2 without pipeline: gathered bytes per unit
-  std::map<int64_t, double> unit_shard, unit_grad_shard;  // fsdp2: shard bytes per unit
+  std::map<int64_t, parallel::UnitSize> units;  // fsdp2 without pipeline: root, blocks
+  double stage_full = 0;                        // fsdp2 in a pipeline: the stage, gathered whole
   for (const auto& [p, shape] : held) {
     int64_t numel = 1;
     for (int64_t s : shape) numel *= s;
     double elements = double(numel);
-    if (sharded && !shape.empty() && shape[0] > 0)
-      elements = ceil_div(shape[0], dp) * double(numel / shape[0]);
+    int64_t shard = numel;
+    if (sharded && !shape.empty() && shape[0] > 0) {
+      shard = int64_t(ceil_div(shape[0], dp)) * (numel / shape[0]);
+      elements = double(shard);
+    }
     h.params += 4.0 * elements;
     if (p->trainable) {
       h.grads += 4.0 * elements;
       h.optimizer += 8.0 * elements;
     }
-    if (sharded) {
-      const int64_t unit = is_block_param(p->name) ? block_of(p->name) + 1 : 0;
-      unit_shard[unit] += 4.0 * elements;
-      if (p->trainable) unit_grad_shard[unit] += 4.0 * elements;
-      const double full = 4.0 * double(numel) * (p->trainable ? 2.0 : 1.0);
-      if (pipeline) h.working_set += full;  // the stage is gathered whole for the step
-      else unit_full[is_block_param(p->name) ? block_of(p->name) + 1 : 0] += full;
+    if (!sharded) continue;
+    stage_full += 4.0 * double(numel) * (p->trainable ? 2.0 : 1.0);
+    parallel::UnitSize& u = units[is_block_param(p->name) ? block_of(p->name) + 1 : 0];
+    u.numel += numel;
+    u.shard += shard;
+    if (p->trainable) {
+      u.trainable_numel += numel;
+      u.trainable_shard += shard;
     }
   }
-  if (sharded && !pipeline) {
-    double max_block = 0;
-    for (const auto& [u, bytes] : unit_full)
-      if (u > 0) max_block = std::max(max_block, bytes);
-    h.working_set = unit_full[0] + 2 * max_block;
-  }
-  if (sharded && !pipeline) {
-    // (a pipeline's fsdp2 unit gathers the stage once before the step and reduces after it,
-    // outside the activation peak: no buffers at the peak)
-    double gather = 0, reduce = 0;
-    for (const auto& [u, bytes] : unit_shard) gather = std::max(gather, double(dp + 1) * bytes);
-    for (const auto& [u, bytes] : unit_grad_shard) reduce = std::max(reduce, double(dp + 1) * bytes);
-    h.comm_buffers = gather + reduce;
+  if (sharded && pipeline) {
+    // a pipeline's fsdp2 unit gathers the stage once before the step and reduces after it,
+    // outside the activation peak: no communication buffers at the peak
+    h.working_set.head = h.working_set.block = stage_full;
+  } else if (sharded) {
+    std::vector<parallel::UnitSize> sizes;
+    for (int64_t u = 0; u <= L; ++u) sizes.push_back(units[u]);
+    h.working_set = parallel::sharded_working_set(sizes, dp, true);
   }
   return h;
 }
@@ -408,18 +409,22 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     for (int stage = 0; stage < c.pp; ++stage)
       for (int dp_rank : {0, c.dp * c.cp - 1}) {
         const HeldPrediction held = predict_held(c, in.model, in.lora, t.seq_len, t.pp_split, stage, dp_rank);
-        const double act = predict_rank_activation_bytes(
+        const RankActivation act = predict_rank_activation(
             profile, in.model, c.tp, spec ? &*spec : nullptr,
             split ? &split->first_block : nullptr, split ? &split->end_block : nullptr, stage,
-            batch.micro_batch, transition_tokens);
-        const double peak =
-            held.params + held.grads + held.optimizer + held.working_set + held.comm_buffers + act;
-        if (peak > worst) {
+            batch.micro_batch, transition_tokens, held.working_set);
+        const double peak = held.params + held.grads + held.optimizer + act.total();
+        if (peak > worst || std::isnan(peak)) {
           worst = peak;
           row.held = held;
-          row.activations = act;
-          row.comm_buffers = held.comm_buffers;
+          row.activations = act.activations;
+          // the communication buffers are part of the block phase's working set
+          const bool block_phase = act.working_set == held.working_set.block &&
+                                   held.working_set.block != held.working_set.head;
+          row.comm_buffers = block_phase ? held.working_set.block_comm : 0.0;
+          row.working_set = act.working_set - row.comm_buffers;
         }
+        if (std::isnan(peak)) break;
       }
     row.peak_bytes = worst;
     row.reserve = in.device.reserve_bytes + in.device.rounding * worst;
@@ -485,7 +490,7 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
                     "%.6g,%.6g,%.4f,%.6g,%.6g,%s\n",
                     ++rank, c.strategy.c_str(), c.name().c_str(), c.ranks, c.dp, c.pp, c.tp, c.cp,
                     c.pp_schedule.c_str(), c.pp_virtual, r.held.params, r.held.grads,
-                    r.held.optimizer, r.held.working_set, r.activations, r.comm_buffers, r.reserve,
+                    r.held.optimizer, r.working_set, r.activations, r.comm_buffers, r.reserve,
                     r.peak_bytes, r.limit_bytes, r.fits ? 1 : 0, r.compute_s, r.comm_s, r.bubble,
                     r.step_s, r.tokens_per_s, r.problem.c_str());
       os << line;
@@ -517,7 +522,7 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
       std::snprintf(line, sizeof(line),
                     "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.3g | %.3f | %.4g |\n",
                     ++rank, r.candidate.name().c_str(), mib(r.held.params), mib(r.held.grads),
-                    mib(r.held.optimizer), mib(r.held.working_set), mib(r.activations),
+                    mib(r.held.optimizer), mib(r.working_set), mib(r.activations),
                     mib(r.reserve), mib(r.peak_bytes + r.reserve), r.fits ? "yes" : "NO",
                     r.step_s, r.bubble, r.tokens_per_s);
     }

@@ -86,10 +86,10 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
                                            const std::vector<std::string>& strategies);
 
 struct HeldPrediction {
-  double params = 0, grads = 0, optimizer = 0, working_set = 0;
-  // fsdp2: the all-gather's send and receive buffers of one unit ((n + 1) shards) and the
-  // reduce-scatter's packed gradients ((n + 1) gradient shards), beside the gathered unit
-  double comm_buffers = 0;
+  double params = 0, grads = 0, optimizer = 0;
+  // fsdp / fsdp2: gathered units, gradient and communication buffers in each backward phase
+  // (parallel::sharded_working_set; a pipeline's fsdp2 stage: gathered whole in both)
+  parallel::WorkingSet working_set;
 };
 // Bytes the strategy holds on (pipeline stage, dp rank) of a candidate: closed forms above.
 HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& config,
@@ -99,8 +99,10 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
 struct PlanRow {
   PlanCandidate candidate;
   HeldPrediction held;       // the worst rank's
-  double activations = 0;    // the worst rank's (its working set in `held`)
-  double comm_buffers = 0;
+  // the worst rank's, at the phase of its peak (activation_model.h predict_rank_activation):
+  double activations = 0;    // activations alive
+  double working_set = 0;    // the strategy's gathered units and gradient buffers
+  double comm_buffers = 0;   // its communication buffers
   double reserve = 0;        // device reserve + rounding
   double peak_bytes = 0;     // allocator peak: held + working set + activations + comm buffers
   double limit_bytes = 0;

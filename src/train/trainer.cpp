@@ -403,12 +403,11 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
       for (const auto& piece : cp_shard->layout().local_pieces())
         if (piece.index > 0) transition_tokens += piece.length;
     activation_predicted =
-        double(strategy->working_set_bytes()) +
-        predict_rank_activation_bytes(activation, so.model, mesh->shape().tp,
-                                      spec ? &*spec : nullptr,
-                                      spec ? &pipeline->split().first_block : nullptr,
-                                      spec ? &pipeline->split().end_block : nullptr, stage,
-                                      split.micro_batch, transition_tokens);
+        predict_rank_activation(activation, so.model, mesh->shape().tp, spec ? &*spec : nullptr,
+                                spec ? &pipeline->split().first_block : nullptr,
+                                spec ? &pipeline->split().end_block : nullptr, stage,
+                                split.micro_batch, transition_tokens, strategy->working_set())
+            .total();
   }
   if (world->rank() == 0 && !activation.kinds.empty()) {
     std::string kinds;
