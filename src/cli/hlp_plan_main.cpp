@@ -54,6 +54,10 @@ const char* kUsage =
     "                      every strategy and mesh the rank count allows: pipeline schedules,\n"
     "                      dp x pp, dp x tp, dp x cp included)\n"
     "  --format F          table (markdown, ranked; default) or csv\n"
+    "  --runs FILE         plan exactly the runs FILE lists, one a line: RANKS CONFIG.ini (hlp-train\n"
+    "                      configurations, e.g. a sweep's rendered ones); CSV rows in the file's\n"
+    "                      order, the line's index first (column run); runs that differ only in\n"
+    "                      strategy and mesh share their probes\n"
     "  --calibrate DIR     fit the compute efficiency and the link bandwidth (two scales of the\n"
     "                      --gpu numbers) to the measured step times of the result files in DIR;\n"
     "                      prints each run's error before and after\n"
@@ -126,16 +130,7 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
     run.inputs = inputs_for(c);
     run.inputs.device = devices.at(device_key);
     auto& cand = run.row.candidate;
-    cand.strategy = c.strategy;
-    cand.ranks = world;
-    cand.tp = c.tp;
-    cand.pp = c.pp;
-    cand.cp = c.cp;
-    cand.dp = std::max(1, world / (c.tp * c.pp * c.cp));
-    if (c.pp > 1) {
-      cand.pp_schedule = c.pp_schedule;
-      cand.pp_virtual = c.pp_virtual;
-    }
+    cand = train::candidate_of_run(c, world);
     run.label = cand.name() + " T " + std::to_string(c.seq_len);
     run.batch = train::split_batch(c, cand.dp);
     if (c.pp > 1)
@@ -174,13 +169,76 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
   return 0;
 }
 
+// hlp-train's configuration in `path`, parsed by hlp-train's own parser.
+hlp::train::TrainConfig config_file(const std::string& path) {
+  const char* args[] = {"hlp-plan", "--config", path.c_str()};
+  auto parsed = hlp::cli::parse_train_args(3, args);
+  return parsed.config;
+}
+
+// What the activation probe of a configuration file depends on: its lines less the mesh, the
+// schedule and where results go (runs that differ only there share their probes).
+std::string probe_fingerprint(const std::string& path) {
+  static const char* kMesh[] = {"strategy", "tp", "pp", "cp", "pp-schedule", "pp-virtual",
+                                "pp-split", "out", "checkpoint-dir", "trace", "steps",
+                                "warmup-steps", "checkpoint-every", "resume", "seed", "lr"};
+  std::ifstream in(path);
+  std::vector<std::string> kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;
+    std::string key = line.substr(first, line.find('=') == std::string::npos ? std::string::npos
+                                                                              : line.find('=') - first);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    bool mesh = false;
+    for (const char* k : kMesh) mesh = mesh || key == k;
+    if (!mesh) kept.push_back(line);
+  }
+  std::sort(kept.begin(), kept.end());
+  std::string out;
+  for (const auto& l : kept) out += l + "\n";
+  return out;
+}
+
+int plan_runs(const std::string& list_path, const std::string& gpu) {
+  using namespace hlp;
+  std::ifstream list(list_path);
+  if (!list) throw user_error("--runs ", list_path, ": cannot read it");
+  train::ProbeCache cache;
+  std::string line;
+  bool header = true;
+  for (int index = 0; std::getline(list, line); ++index) {
+    std::istringstream fields(line);
+    long world = 0;
+    std::string path;
+    if (!(fields >> world) || world < 1 || world > 65536)
+      throw user_error("--runs ", list_path, " line ", index + 1, ": want 'RANKS CONFIG.ini' (got '",
+                       printable(line, 200), "')");
+    std::getline(fields >> std::ws, path);
+    if (path.empty())
+      throw user_error("--runs ", list_path, " line ", index + 1, ": no configuration file after the ranks");
+    const train::TrainConfig c = config_file(path);
+    train::PlanInputs in = inputs_for(c);
+    in.device = train::plan_device(gpu, c.precision, int(world));
+    in.probe_fingerprint = probe_fingerprint(path);
+    const auto rows = train::plan(in, {train::candidate_of_run(c, int(world))}, &cache);
+    const std::string text = train::format_plan(rows, in, true);
+    const size_t body = text.find('\n') + 1;
+    if (header) std::cout << "run," << text.substr(0, body);
+    header = false;
+    std::cout << index << "," << text.substr(body) << std::flush;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace hlp;
   try {
     std::vector<std::string> ranks_text{"2"};
-    std::string gpu = "cpu", strategies, format = "table", calibrate_dir;
+    std::string gpu = "cpu", strategies, format = "table", calibrate_dir, runs_path;
     bool gpu_given = false;
     std::vector<const char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
@@ -202,6 +260,8 @@ int main(int argc, char** argv) {
       } else if (is("--gpu")) {
         gpu = value("--gpu");
         gpu_given = true;
+      } else if (is("--runs")) {
+        runs_path = value("--runs");
       } else if (is("--calibrate")) {
         calibrate_dir = value("--calibrate");
       } else if (is("--strategies")) {
@@ -215,6 +275,10 @@ int main(int argc, char** argv) {
     if (!calibrate_dir.empty()) {
       metrics::CpuAllocatorCounter::install();
       return calibrate_from(calibrate_dir, gpu_given ? gpu : "");
+    }
+    if (!runs_path.empty()) {
+      metrics::CpuAllocatorCounter::install();  // the probe measures with it
+      return plan_runs(runs_path, gpu);
     }
     if (format != "table" && format != "csv")
       throw user_error("--format must be table or csv (got ", format, ")");

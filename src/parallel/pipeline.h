@@ -127,6 +127,11 @@ class PipelineStrategy : public Strategy {
     torch::Tensor input;   // received activation (requires grad), undefined on virtual stage 0
     torch::Tensor output;  // activation sent on, or the scaled loss on the last virtual stage
     std::unique_ptr<SplitBackward> split;  // zb-h1: the graph and gradients between B and W
+    // the send of `output` to the next virtual stage: complete once that stage's gradient for
+    // this micro-batch arrived (it had the activation before computing it), waited and freed
+    // at this micro-batch's backward rather than at the end of the step
+    comm::WorkPtr output_send;
+    torch::Tensor output_sent;
   };
   InFlight& inflight(int c, int m) {
     return inflight_[size_t(c) * micro_batches_->size() + size_t(m)];

@@ -101,7 +101,13 @@ void PipelineStrategy::forward_step(int c, int m, bool with_grad) {
     } else {
       const PipeMessage msg = message_sent(spec, stage_, action);
       torch::Tensor out = x.detach().to(torch::kFloat).contiguous();
-      sends_.emplace_back(pp.send_async(out, msg.to_stage, msg.tag), out);
+      comm::WorkPtr work = pp.send_async(out, msg.to_stage, msg.tag);
+      if (with_grad) {
+        f.output_send = std::move(work);
+        f.output_sent = out;
+      } else {
+        sends_.emplace_back(std::move(work), out);  // f is cleared below
+      }
       f.output = x;
     }
   }
@@ -120,6 +126,11 @@ void PipelineStrategy::backward_step(int c, int m, bool split) {
     grad = torch::empty(f.output.sizes(),
                         torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
     pp.recv_async(grad, need.from_stage, need.tag)->wait();
+  }
+  if (f.output_send) {  // the next stage had this activation before it sent `grad`
+    f.output_send->wait();
+    f.output_send.reset();
+    f.output_sent = torch::Tensor();
   }
   const double cpu0 = thread_cpu_s(), backward0 = times_->backward_s;
   {

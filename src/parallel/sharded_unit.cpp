@@ -329,6 +329,7 @@ std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
 
 WorkingSet sharded_working_set(const std::vector<UnitSize>& units, int ranks, bool per_parameter) {
   WorkingSet ws;
+  ws.block_outputs_kept = true;  // ShardedBlockFunction (fsdp.cpp) saves its output
   if (units.empty()) return ws;
   const double n = double(ranks);
   const UnitSize& root = units[0];

@@ -87,6 +87,9 @@ struct WorkingSet {
   double head = 0;   // bytes during the head's backward
   double block = 0;  // bytes during the backward of the block whose phase is largest
   double block_comm = 0;  // of `block`: communication buffers (fsdp2's gather and reduce)
+  // Each block's output stays until that block's backward is over (fsdp's block function
+  // keeps it): under checkpointing it is alive beside the block's recompute.
+  bool block_outputs_kept = false;
   double max() const { return head > block ? head : block; }
 };
 

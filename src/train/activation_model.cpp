@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "model/accounting.h"
 #include "model/hybrid_lm.h"
 #include "model/lora.h"
 #include "parallel/split_backward.h"
@@ -96,6 +98,8 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
   profile.micro_batch = micro_batch;
   profile.seq_len = seq_len;
   profile.input_bytes = double(micro_batch * seq_len * config.hidden * 4);
+  for (const auto& p : model::parameter_table(config, lora))
+    if (p.name == "embed_tokens.weight") profile.embedding_trains = p.trainable;
   // Two attention tiles suffice where everything is linear in T; naive attention needs three
   // points (quadratic). Short runs are measured at their own T.
   const bool quadratic = config.attn_impl == model::AttnImpl::naive;
@@ -168,26 +172,50 @@ model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp) {
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
                                  int64_t first_block, int64_t end_block, bool has_head) {
   const bool checkpointing = config.activation_checkpointing;
+  const double nan = std::nan("");
   ActivationParts parts;
-  parts.held = profile.input_bytes;  // per micro-batch alive
+  // per micro-batch alive: the chunk's input (a received activation, or the embedding's output;
+  // that one only where a gradient flows into it or a checkpoint keeps it: with a frozen
+  // embedding nothing in the first block saves its input)
+  const bool input_kept = first_block > 0 || checkpointing || profile.embedding_trains;
+  parts.held = input_kept ? profile.input_bytes : 0.0;
+  std::vector<const LayerActivation*> layers;
   for (int64_t l = first_block; l < end_block; ++l) {
     const LayerActivation* a = profile.find(std::string(1, config.pattern.at(size_t(l))));
-    if (!a) return {std::nan(""), std::nan(""), std::nan("")};
+    if (!a) return {nan, nan, nan, nan, nan, nan};
+    layers.push_back(a);
     parts.held += checkpointing ? a->saved_checkpointed : a->saved;
     parts.split_pending += a->split_pending;
-    parts.layer_working =
-        std::max(parts.layer_working, checkpointing ? a->saved + a->transient : a->transient);
   }
-  parts.working = parts.layer_working;
-  if (has_head) {
-    const LayerActivation* h = profile.find("head");
-    if (!h) return {std::nan(""), std::nan(""), std::nan("")};
+  const LayerActivation* h = has_head ? profile.find("head") : nullptr;
+  if (has_head && !h) return {nan, nan, nan, nan, nan, nan};
+  if (h) {
     parts.held += h->saved;
     parts.split_pending += h->split_pending;
     parts.head_saved = h->saved;
     parts.head_working = h->transient;
-    parts.working = std::max(parts.working, h->transient);
   }
+  // Backward runs the head, then the blocks from the last: while block l's backward runs, what
+  // the head and the blocks after l saved is freed already. Checkpointing: block l's kept output
+  // (the next block's checkpointed input) is freed too, and its recompute holds its whole saved
+  // set beside its backward's transient. So, relative to `held`:
+  //   working_l = saved_l (recompute) or 0, + transient_l - sum_{j > l} kept_j - head saved
+  //               - (checkpointing: kept_l)
+  // Without a head (a pipeline chunk that sends its output on), the chunk's output [B, T, D]
+  // stays until the chunk's backward is over: the pipeline backpropagates from it.
+  double later = parts.head_saved;  // kept by what comes after block l
+  parts.layer_working = -std::numeric_limits<double>::infinity();
+  for (size_t i = layers.size(); i-- > 0;) {
+    const LayerActivation* a = layers[i];
+    const double kept = checkpointing ? a->saved_checkpointed : a->saved;
+    double w = checkpointing ? a->saved + a->transient - kept - later : a->transient - later;
+    if (!h && (checkpointing || i + 1 < layers.size())) w += profile.input_bytes;
+    parts.layer_working = std::max(parts.layer_working, w);
+    later += kept;
+  }
+  parts.working = parts.layer_working;
+  if (h) parts.working = std::max(parts.working, h->transient);
+  if (layers.empty()) parts.layer_working = parts.working = h ? h->transient : 0.0;
   return parts;
 }
 
@@ -202,7 +230,11 @@ RankActivation predict_activation(const ActivationProfile& profile, const model:
   // a block's backward (or recompute), without the head's saved tensors. The strategy's working
   // set differs between the two phases (fsdp: no block is gathered during the head's backward).
   const RankActivation head{held + parts.head_working, working_set.head};
-  const RankActivation block{held - parts.head_saved + parts.layer_working, working_set.block};
+  // a strategy that keeps each block's output [B, T, D] through its backward (fsdp's block
+  // function) holds it beside a checkpointed block's recompute too
+  const double kept_output =
+      config.activation_checkpointing && working_set.block_outputs_kept ? profile.input_bytes : 0.0;
+  const RankActivation block{held + parts.layer_working + kept_output, working_set.block};
   if (std::isnan(head.total()) || std::isnan(block.total())) return {std::nan(""), 0.0};
   return head.total() >= block.total() ? head : block;
 }

@@ -8,14 +8,14 @@
 // under the allocator counter at two short lengths (probe_lengths). Attention is linear in T
 // (blocked / sdpa, issue #15), so bytes(T) = a + b T per kind; the fit is extrapolated to the
 // run's T. The composition into a rank's peak is the model:
-//   no checkpointing:  held = in_flight x (sum of saved over the rank's layers + input)
-//                      peak = max(held + transient of the head,
-//                                 held - saved of the head + transient of any layer)
-//   checkpointing:     held = in_flight x (sum of saved_checkpointed + input)
-//                      peak = max(held + transient of the head, held - saved of the head
-//                                 + max over layers (saved + transient: the recomputed block))
-//   (the head's backward runs first and frees its saved tensors before any block's backward;
-//   pipeline stages compose over their schedule table instead, below)
+//   held      = in_flight x (input + sum over the rank's layers of kept + saved of the head),
+//               kept = saved, or saved_checkpointed under checkpointing
+//   peak      = max(held + transient of the head,
+//                   max over blocks l of held - saved of the head - sum_{j > l} kept_j
+//                   + transient_l, and under checkpointing + saved_l - kept_l)
+//   (backward runs the head first, then the blocks from the last; by block l's backward what the
+//   head and the later blocks kept is freed, and a checkpointed block recomputes its whole saved
+//   set; pipeline stages compose over their schedule table instead, below)
 // The strategy's own working set (Strategy::working_set(): fsdp's gathered units, their gradient
 // and communication buffers), which the measured activation_bytes hold too, is added in the
 // phase it belongs to: fsdp gathers no block while the head's backward runs.
@@ -58,6 +58,7 @@ struct ActivationProfile {
   std::vector<int64_t> probe_lengths;  // the lengths measured (one when T itself was probed)
   std::vector<LayerActivation> kinds;  // the layer kinds present, then "head"
   double input_bytes = 0;              // [B, T, D] fp32: a stage's input / the embedding output
+  bool embedding_trains = false;       // the embedding's output carries a gradient (kept)
   const LayerActivation* find(const std::string& kind) const;
 };
 
@@ -88,8 +89,9 @@ model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp);
 // working set of one of its backwards. NaN where a layer kind was not probed.
 struct ActivationParts {
   double held = 0, split_pending = 0, working = 0;
-  // of `working`: the largest of the blocks' and the head's own; the head's saved bytes (in
-  // `held`), which its backward frees before any block's backward runs
+  // of `working`: the head's backward's own; the largest over the blocks' backwards, relative to
+  // `held` (what the head and the later blocks saved is freed by then: may be negative); the
+  // head's saved bytes (in `held`)
   double layer_working = 0, head_working = 0, head_saved = 0;
 };
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,

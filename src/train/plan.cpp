@@ -284,14 +284,10 @@ double ring_s(double bytes, int n, double factor, const PlanDevice& d) {
   return factor * double(n - 1) / n * bytes / d.link_bytes_per_s + 2.0 * (n - 1) * d.link_latency_s;
 }
 
-struct ProbeKey {
+// The shape a candidate's layer kinds are probed at.
+struct ProbeShape {
   int tp;
   int64_t micro_batch, seq_len;
-  bool every_parameter_trains, split_backward;
-  bool operator<(const ProbeKey& o) const {
-    return std::tie(tp, micro_batch, seq_len, every_parameter_trains, split_backward) <
-           std::tie(o.tp, o.micro_batch, o.seq_len, o.every_parameter_trains, o.split_backward);
-  }
 };
 
 }  // namespace
@@ -358,13 +354,31 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   row.tokens_per_s = row.step_s > 0 ? double(tokens_global) / row.step_s : 0;
 }
 
-std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates) {
+PlanCandidate candidate_of_run(const TrainConfig& train, int world) {
+  const TrainConfig c = with_parallel_defaults(train, world);
+  PlanCandidate cand;
+  cand.strategy = c.strategy;
+  cand.ranks = world;
+  cand.tp = c.tp;
+  cand.pp = c.pp;
+  cand.cp = c.cp;
+  cand.dp = std::max(1, world / (c.tp * c.pp * c.cp));
+  if (c.pp > 1) {
+    cand.pp_schedule = c.pp_schedule;
+    cand.pp_virtual = c.pp_virtual;
+  }
+  return cand;
+}
+
+std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates,
+                          ProbeCache* cache) {
   const TrainConfig& t = in.train;
   const auto precision = model::parse_precision(t.precision);
   const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
                           [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                           [] { metrics::CpuAllocatorCounter::reset_peak(); }};
-  std::map<ProbeKey, ActivationProfile> profiles;
+  ProbeCache local;
+  std::map<std::string, ActivationProfile>& profiles = (cache ? cache : &local)->profiles;
   std::vector<PlanRow> rows;
   for (const auto& c : candidates) {
     PlanRow row;
@@ -386,10 +400,14 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     }
     const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
     const bool split_backward = c.pp_schedule == "zb-h1";
-    const ProbeKey key{c.tp, batch.micro_batch, t.seq_len / c.cp, flat, split_backward};
+    const ProbeShape shape{c.tp, batch.micro_batch, t.seq_len / c.cp};
+    std::ostringstream key_text;
+    key_text << in.probe_fingerprint << "|tp " << shape.tp << " B " << shape.micro_batch << " T "
+             << shape.seq_len << " flat " << flat << " split " << split_backward;
+    const std::string key = key_text.str();
     if (!profiles.count(key))
       profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, batch.micro_batch,
-                                        key.seq_len, precision, flat, torch::kCPU, probe,
+                                        shape.seq_len, precision, flat, torch::kCPU, probe,
                                         split_backward);
     const ActivationProfile& profile = profiles.at(key);
     // the worst rank: every stage, the dp ranks whose shards differ (first and last)

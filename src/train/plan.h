@@ -39,6 +39,7 @@
 // zb-h1 full finetuning); communication is not assumed to overlap.
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -116,11 +117,25 @@ struct PlanInputs {
   model::ModelConfig model;
   model::LoraConfig lora;
   PlanDevice device;
+  // Names what the probe depends on beyond (tp, micro-batch, T / cp, flat fsdp, split backward)
+  // when a ProbeCache is shared by several configurations (hlp-plan --runs: the configuration's
+  // options less its mesh); "" when one configuration is planned.
+  std::string probe_fingerprint;
 };
 
-// Probes (on this machine's CPU) and predicts every candidate. `probe_cache` keyed by
-// (tp, T / cp, flat-fsdp, split backward) so each shape is probed once.
-std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates);
+// Activation profiles already probed, by fingerprint and shape: each is measured once.
+struct ProbeCache {
+  std::map<std::string, ActivationProfile> profiles;
+};
+
+// Probes (on this machine's CPU) and predicts every candidate; each probe shape (tp, micro-batch,
+// T / cp, flat fsdp, split backward) is measured once, kept in `cache` when one is given.
+std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates,
+                          ProbeCache* cache = nullptr);
+
+// The candidate a run of `train` on `world` ranks is (its strategy, mesh and schedule, with
+// hlp-train's defaults for the world size).
+PlanCandidate candidate_of_run(const TrainConfig& train, int world);
 
 // The time terms of `row` (compute, communication, bubble, step, tokens/s) for its candidate;
 // `split` the pipeline's stage split (nullptr without one), `batch` the global batch's split
