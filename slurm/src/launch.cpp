@@ -19,7 +19,6 @@ extern char** environ;
 
 namespace hlp::sweep {
 namespace fs = std::filesystem;
-namespace {
 
 // Runs argv in `cwd`, stdout+stderr appended to `log_path` (or captured into *captured).
 // Returns the exit status (128+signal when killed).
@@ -60,6 +59,8 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 255;
 }
+
+namespace {
 
 // The line of a failed run's log that says why: the last "error:" line (hlp-train's one-line
 // errors), else MPICH's "terminated with the exit string" line, else the last non-empty line.

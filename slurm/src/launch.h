@@ -10,6 +10,11 @@
 
 namespace hlp::sweep {
 
+// Runs argv (PATH lookup for argv[0]), stdout + stderr appended to `log_path`, or captured into
+// *captured when given. Returns the exit status (128 + signal when killed).
+int run_process(const std::vector<std::string>& argv, const std::string& log_path,
+                std::string* captured);
+
 struct SubmittedJob {
   std::string kind;     // "array" or "analysis"
   std::string script;   // file name in the sweep directory

@@ -6,12 +6,14 @@
 
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 
 #include "cli/program_options_error.h"
 #include "common/error.h"
 #include "launch.h"
+#include "plan_prune.h"
 #include "render.h"
 #include "site.h"
 #include "sweep.h"
@@ -31,7 +33,7 @@ std::string own_bin_dir() {
 
 int run(int argc, char** argv) {
   std::string job_path, site_text, out_dir, hlp_bin, template_dir, mpiexec, results_dir, report_dir;
-  bool submit = false, run_local = false, list = false;
+  bool submit = false, run_local = false, list = false, no_plan = false;
   po::options_description options(
       "hlp-sweep JOBFILE --site local|psc-bridges2|generic [--out DIR] [--submit | --run-local]\n"
       "Expands an experiment file (jobs/README.md) into one Slurm job array per resource shape plus\n"
@@ -46,6 +48,7 @@ int run(int argc, char** argv) {
       ("results-dir", po::value(&results_dir), "where the .h5 files go (default: the job file's results-dir, inside --out)")
       ("report-dir", po::value(&report_dir), "where the report goes (default: the job file's report-dir, inside --out)")
       ("list", po::bool_switch(&list), "print the configurations and exit (writes nothing)")
+      ("no-plan", po::bool_switch(&no_plan), "keep every GPU configuration (by default hlp-plan predicts each one's memory per rank on the site's gpu-type and those that cannot fit are left out)")
       ("hlp-bin", po::value(&hlp_bin), "directory with hlp-train and hlp-analyze (default: next to hlp-sweep)")
       ("templates", po::value(&template_dir)->default_value(HLP_SWEEP_TEMPLATE_DIR), "directory of the sbatch templates")
       ("mpiexec", po::value(&mpiexec)->default_value("mpiexec"), "MPI launcher for --run-local");
@@ -71,7 +74,7 @@ int run(int argc, char** argv) {
 
   const Site site = parse_site(site_text);
   const JobFile job = read_job_file(job_path);
-  const Sweep sweep = expand_sweep(job);
+  Sweep sweep = expand_sweep(job);
   if (list) {
     for (const Config& config : sweep.configs) std::cout << config.name << "\n";
     return 0;
@@ -84,10 +87,35 @@ int run(int argc, char** argv) {
   render.template_dir = template_dir;
   render.results_dir = results_dir;
   render.report_dir = report_dir;
+  PlanPrune prune;
+  const std::string gpu = site_gpu_type(site_name(site), job);
+  if (!no_plan && !gpu.empty()) {
+    const std::string plan_bin = (fs::path(render.hlp_bin) / "hlp-plan").string();
+    if (access(plan_bin.c_str(), X_OK) != 0) {
+      std::cout << "no executable hlp-plan in " << render.hlp_bin << ": the configurations are not "
+                << "checked against a " << gpu << "'s memory (build hlp-plan, or pass --no-plan)\n";
+    } else {
+      prune = prune_by_plan(sweep, job, gpu, plan_bin, (fs::path(render.out_dir) / "plan").string());
+      for (const PrunedConfig& p : prune.pruned)
+        std::cout << "  left out " << p.name << ": " << p.why << "\n";
+      for (const PrunedConfig& p : prune.unplanned)
+        std::cout << "  not planned " << p.name << " (kept): " << p.why << "\n";
+    }
+  }
   const RenderedSweep rendered = render_sweep(job, sweep, render);
+  if (!prune.gpu.empty()) {
+    std::ofstream pruned(fs::path(rendered.sweep_dir) / "pruned.txt");
+    pruned << "# configurations hlp-plan predicted not to fit on a " << prune.gpu
+           << " (left out of the arrays); predictions of all: plan/plan.csv\n";
+    for (const PrunedConfig& p : prune.pruned) pruned << p.name << ": " << p.why << "\n";
+  }
 
   std::cout << "sweep '" << sweep.name << "': " << sweep.configs.size() << " configurations ("
-            << sweep.excluded << " excluded) in " << sweep.shapes.size() << " job array(s), site "
+            << sweep.excluded << " excluded"
+            << (prune.gpu.empty() ? std::string()
+                                  : ", " + std::to_string(sweep.pruned) + " predicted not to fit on " +
+                                        prune.gpu + " left out")
+            << ") in " << sweep.shapes.size() << " job array(s), site "
             << site_name(site) << ", written to " << rendered.sweep_dir << "\n";
   for (size_t i = 0; i < sweep.shapes.size(); ++i)
     std::cout << "  " << std::left << std::setw(30) << rendered.array_scripts[i] << " "

@@ -160,6 +160,11 @@ Sweep expand_sweep(const JobFile& job) {
     throw user_error(job.path, ": every one of the ", sweep.excluded,
                      " configurations is excluded by the rules; nothing to run");
 
+  group_shapes(sweep);
+  return sweep;
+}
+
+void group_shapes(Sweep& sweep) {
   std::map<int, Shape> by_ranks;
   for (size_t i = 0; i < sweep.configs.size(); ++i) {
     Shape& shape = by_ranks[sweep.configs[i].ranks];
@@ -167,8 +172,8 @@ Sweep expand_sweep(const JobFile& job) {
     shape.name = sweep.name + "-n" + std::to_string(shape.ranks);
     shape.config_indices.push_back(static_cast<int>(i));
   }
+  sweep.shapes.clear();
   for (auto& [ranks, shape] : by_ranks) sweep.shapes.push_back(shape);
-  return sweep;
 }
 
 std::string config_ini(const Sweep& sweep, const Config& config, const std::string& job_path) {

@@ -28,11 +28,15 @@ struct Sweep {
   std::vector<Config> configs;       // expansion order: first axis outermost
   std::vector<Shape> shapes;         // ascending ranks
   int excluded = 0;                  // configurations dropped by exclude rules
+  int pruned = 0;                    // configurations hlp-plan predicted not to fit (plan_prune.h)
 };
 
 // Throws UserError naming the configuration when one that is not excluded is impossible
 // (e.g. ranks not divisible by tp*pp), and when the sweep ends up empty.
 Sweep expand_sweep(const JobFile& job);
+
+// (Re)builds sweep.shapes from sweep.configs: one per rank count, ascending.
+void group_shapes(Sweep& sweep);
 
 // The text of the per-task INI file hlp-train reads with --config.
 std::string config_ini(const Sweep& sweep, const Config& config, const std::string& job_path);
