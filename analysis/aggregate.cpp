@@ -119,7 +119,8 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory,
         bubble_simulated, bubbles_replay, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
-    double peak = kNaN, skipped = kNaN;
+    double peak = kNaN, skipped = kNaN, predicted_peak = kNaN;
+    std::vector<double> plan_tokens;
     for (const RunData* r : members) {
       ++row.runs;
       if (!r->complete) ++row.incomplete_runs;
@@ -143,6 +144,12 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
       if (pk != r->per_step.end())
         for (size_t s = first; s < steps; ++s)
           if (!std::isnan(pk->second[s])) peak = std::isnan(peak) ? pk->second[s] : std::max(peak, pk->second[s]);
+      auto pp = r->per_step.find(kPredictedPeak);
+      if (pp != r->per_step.end())
+        for (size_t s = first; s < steps; ++s)
+          if (!std::isnan(pp->second[s]))
+            predicted_peak = std::isnan(predicted_peak) ? pp->second[s] : std::max(predicted_peak, pp->second[s]);
+      if (!std::isnan(r->plan_tokens_per_s)) plan_tokens.push_back(r->plan_tokens_per_s);
       auto loss = r->per_step.find(schema::kLoss);
       if (loss != r->per_step.end()) {
         if (!std::isnan(loss->second.back())) last_losses.push_back(loss->second.back());
@@ -167,6 +174,8 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     }
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;
+    row.predicted_peak_bytes_max = predicted_peak;
+    row.plan_tokens_per_s = median_of(plan_tokens);
     row.skipped_steps = skipped;
     row.comm_exposed_fraction = median_of(comm_fraction);
     row.pipeline_wait_fraction = median_of(wait_fraction);

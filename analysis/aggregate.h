@@ -36,6 +36,10 @@ struct ConfigRow {
   int64_t steps_used = 0;       // pooled steps after warm-up
   std::map<std::string, Stat> stats;  // metric -> stat over the pooled post-warm-up steps
   double peak_bytes_max = 0.0;
+  // hlp-plan's prediction for the configuration (NaN where the runs carry none): its peak per
+  // rank, max over ranks, steps and runs as peak_bytes_max; its tokens/s, median over runs
+  double predicted_peak_bytes_max = 0.0;
+  double plan_tokens_per_s = 0.0;
   double comm_exposed_fraction = 0.0;  // NaN when absent
   double pipeline_wait_fraction = 0.0; // median of pipeline_wait_s / step_time_s; NaN when absent
   double bubble_fraction = 0.0;        // NaN when no /pipeline (the strategy's own timers)

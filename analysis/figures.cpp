@@ -226,6 +226,44 @@ Figure stacked(const std::vector<ConfigRow>& rows, const std::string& dir, bool 
   return fig;
 }
 
+// hlp-plan against the measurement: one pair of bars per configuration that carries a prediction.
+Figure plan_accuracy(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure(
+      "plan_accuracy", "hlp-plan: predicted / measured peak memory and tokens/s",
+      "For every configuration whose runs carry hlp-plan's prediction (written by hlp-train "
+      "before the first step): its predicted peak per rank over the measured peak (max over "
+      "ranks and steps), and its predicted tokens/s over the measured median; 1 = exact. The "
+      "time model is uncalibrated unless the run's device row was (hlp-plan --calibrate).");
+  std::ostringstream dat;
+  dat << "# label peak_predicted_over_measured tokens_per_s_predicted_over_measured\n";
+  int bars = 0;
+  for (const ConfigRow& r : rows) {
+    const double peak = r.predicted_peak_bytes_max / r.peak_bytes_max;
+    const double tokens = r.plan_tokens_per_s / r.median(schema::kTokensPerS);
+    if (std::isnan(peak) && std::isnan(tokens)) continue;
+    dat << "\"" << label(r) << " T" << r.value("seq_len")
+        << (r.value("act_ckpt") == "true" ? " ckpt" : "") << "\" " << num(peak) << " "
+        << num(tokens) << "\n";
+    ++bars;
+  }
+  if (bars == 0) {
+    fig.skip_reason = "no run carries hlp-plan's prediction (result files before 2026-11-26)";
+    return fig;
+  }
+  std::ofstream(dir + "/" + fig.name + ".dat") << dat.str();
+  std::ostringstream body;
+  body << "set title '" << fig.title << "'\n"
+       << "set style data histograms\nset style histogram clustered gap 1\n"
+       << "set style fill solid 0.85 border -1\nset yrange [0:2]\n"
+       << "set ylabel 'predicted / measured'\nset xtics rotate by -30\n"
+       << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2\n"
+       << "plot '" << fig.name << ".dat' using 2:xtic(1) title 'peak memory per rank', \\\n"
+       << "     '" << fig.name << ".dat' using 3 title 'tokens/s'\n";
+  write_gnuplot_script(dir, fig.name, body.str());
+  fig.has_data = true;
+  return fig;
+}
+
 // The pipeline bubble a figure shows for a row: the one measured from the trace, or the
 // strategy's in-process value when none of the row's runs has a trace (*from_trace says which).
 double shown_bubble(const ConfigRow& r, bool* from_trace) {
@@ -397,7 +435,8 @@ std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std:
           context(rows, outdir, true),     context_activation(rows, outdir),
           stacked(rows, outdir, true),
           stacked(rows, outdir, false),    bubble(rows, outdir),
-          split_ablation(rows, outdir),    loss_curves(rows, outdir)};
+          split_ablation(rows, outdir),    loss_curves(rows, outdir),
+          plan_accuracy(rows, outdir)};
 }
 
 }  // namespace hlp::analysis

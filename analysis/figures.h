@@ -11,6 +11,7 @@
 //   pipeline_bubble       trace-measured bubble vs micro-batches + (p-1)/(m+p-1)
 //   split_ablation        tokens/s per pipeline split (uniform / params / balanced ...)
 //   loss_curves           loss per step of every configuration, overlaid
+//   plan_accuracy         hlp-plan's predicted / measured peak and tokens/s per configuration
 #include <string>
 #include <vector>
 

@@ -221,6 +221,20 @@ RunData load_one(const std::string& path) {
   }
   if (run.step_numbers.empty())
     throw user_error("'", path, "' holds no steps (the job ended before its first flush)");
+  // the planner's peak: per rank (held + predicted activations), then max over ranks
+  if (reader.has_step_metric(schema::kActivationPredicted) &&
+      reader.has_step_metric(schema::kParamBytes) && reader.has_step_metric(schema::kGradBytes) &&
+      reader.has_step_metric(schema::kOptimizerBytes)) {
+    auto sum = reader.steps(schema::kActivationPredicted);
+    for (const char* part : {schema::kParamBytes, schema::kGradBytes, schema::kOptimizerBytes}) {
+      const auto m = reader.steps(part);
+      if (m.steps != sum.steps || m.ranks != sum.ranks) continue;
+      for (size_t i = 0; i < sum.values.size(); ++i) sum.values[i] += m.values[i];
+    }
+    if (sum.steps == static_cast<int64_t>(run.step_numbers.size()))
+      run.per_step[kPredictedPeak] = reduce_over_ranks(sum, RankReduction::Max);
+  }
+  if (const auto model = reader.model()) run.plan_tokens_per_s = model->plan_tokens_per_s;
   if (pipeline && is_pipeline) {  // the trace is read only here: other runs stay cheap to load
     std::vector<std::vector<metrics::TraceEvent>> events(static_cast<size_t>(reader.world_size()));
     for (int r = 0; r < reader.world_size(); ++r) events[static_cast<size_t>(r)] = reader.trace(r);

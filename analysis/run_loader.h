@@ -4,6 +4,7 @@
 // ranks. A file that cannot be used (truncated, corrupt, foreign, incomplete) becomes a Skip
 // with a one-line reason instead of an error: one bad job must not spoil a sweep's report.
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,6 +26,11 @@ inline const std::vector<std::string>& config_columns() {
   return cols;
 }
 
+// The planner's peak per rank of each step: parameters + gradients + optimizer state held +
+// the activation peak hlp-train predicted before the first step (hlp-plan composes it alike),
+// max over ranks. Derived at load time; absent where the prediction is.
+inline constexpr const char* kPredictedPeak = "predicted_peak_bytes";
+
 struct RunData {
   std::string path;
   bool complete = false;
@@ -38,6 +44,9 @@ struct RunData {
   std::optional<double> bubble_fraction;          // /pipeline, measured
   std::optional<double> bubble_fraction_theory;   // /pipeline, the schedule's closed form
   std::optional<double> bubble_fraction_simulated;  // /pipeline, ideal clock at measured costs
+  // hlp-plan's time model for the run, written by hlp-train into /model (NaN: not predicted);
+  // its predicted peak is per_step["predicted_peak_bytes"] (see kPredictedPeak).
+  double plan_tokens_per_s = std::numeric_limits<double>::quiet_NaN();
   // Pipeline runs: the bubble per step measured from /trace (trace_bubble.h); empty vectors
   // for other runs, zero counts when the run was not traced.
   TraceBubble trace_bubble;

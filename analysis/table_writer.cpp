@@ -39,6 +39,14 @@ const std::vector<MetricColumn>& metric_columns() {
                    return stat_field(r, schema::kTokensPerS, 0) / double(r.world_size());
                  }});
     c.push_back({"peak_bytes_max", [](const ConfigRow& r) { return r.peak_bytes_max; }});
+    c.push_back({"predicted_peak_bytes_max", [](const ConfigRow& r) { return r.predicted_peak_bytes_max; }});
+    c.push_back({"predicted_over_measured_peak", [](const ConfigRow& r) {
+                   return r.predicted_peak_bytes_max / r.peak_bytes_max;
+                 }});
+    c.push_back({"predicted_tokens_per_s", [](const ConfigRow& r) { return r.plan_tokens_per_s; }});
+    c.push_back({"predicted_over_measured_tokens_per_s", [](const ConfigRow& r) {
+                   return r.plan_tokens_per_s / stat_field(r, schema::kTokensPerS, 0);
+                 }});
     for (const char* m : {schema::kParamBytes, schema::kGradBytes, schema::kOptimizerBytes,
                           schema::kActivationBytes, schema::kActivationPredicted})
       median(m);
@@ -175,6 +183,22 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
                     return tp.n ? fmt("%.0f", tp.median / double(r.world_size())) : "";
                   }});
   cols.push_back({"peak MiB", [=](const ConfigRow& r) { return fmt("%.2f", r.peak_bytes_max / kMiB); }});
+  // hlp-plan's predictions (written by hlp-train before its first step), where some row has them
+  bool any_plan = false;
+  for (const auto& r : rows)
+    any_plan = any_plan || !std::isnan(r.predicted_peak_bytes_max) || !std::isnan(r.plan_tokens_per_s);
+  if (any_plan) {
+    cols.push_back({"peak predicted MiB", [=](const ConfigRow& r) {
+                      return fmt("%.2f", r.predicted_peak_bytes_max / kMiB);
+                    }});
+    cols.push_back({"peak pred / meas", [](const ConfigRow& r) {
+                      return fmt("%.3f", r.predicted_peak_bytes_max / r.peak_bytes_max);
+                    }});
+    cols.push_back({"tok/s predicted", [](const ConfigRow& r) { return fmt("%.0f", r.plan_tokens_per_s); }});
+    cols.push_back({"tok/s pred / meas", [](const ConfigRow& r) {
+                      return fmt("%.2f", r.plan_tokens_per_s / r.median(schema::kTokensPerS));
+                    }});
+  }
   for (auto [header, metric] : {std::pair{"params MiB", schema::kParamBytes},
                                 {"grads MiB", schema::kGradBytes},
                                 {"optim MiB", schema::kOptimizerBytes},

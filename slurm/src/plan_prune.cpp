@@ -101,11 +101,13 @@ PlanPrune prune_by_plan(Sweep& sweep, const JobFile& job, const std::string& gpu
   for (size_t k = 0; k < planned.size(); ++k) {
     const Config& c = sweep.configs[size_t(planned[k])];
     auto it = rows.find(int(k));
-    if (it == rows.end() || !it->second["problem"].empty()) {
-      result.unplanned.push_back(
-          {c.name, it == rows.end() ? "hlp-plan gave no row" : it->second["problem"]});
+    if (it == rows.end()) {
+      result.unplanned.push_back({c.name, "hlp-plan gave no row"});
       continue;
     }
+    if (!it->second["problem"].empty())  // hlp-train would refuse it on the cluster
+      throw user_error(job.path, ": configuration '", c.name, "' cannot run: ",
+                       it->second["problem"], " (hlp-plan); exclude it or change the job file");
     ++result.planned;
     auto& row = it->second;
     if (row["fits"] == "1") continue;

@@ -20,7 +20,7 @@ struct PlanPrune {
   std::string gpu;                    // the GPU type planned for ("" when nothing was planned)
   int planned = 0;                    // configurations hlp-plan predicted
   std::vector<PrunedConfig> pruned;   // left out of the arrays
-  std::vector<PrunedConfig> unplanned;  // kept without a prediction (hlp-plan had none)
+  std::vector<PrunedConfig> unplanned;  // kept without a prediction (hlp-plan gave no row)
 };
 
 // The GPU type a site's configurations run on, for hlp-plan --gpu: psc-bridges2's gpu-type
@@ -29,7 +29,8 @@ std::string site_gpu_type(const std::string& site, const JobFile& job);
 
 // Predicts the configurations whose device is cuda with `plan_binary` (files under work_dir),
 // removes those predicted not to fit from `sweep` (its shapes regrouped) and says which.
-// Throws UserError when hlp-plan fails or every configuration is left out.
+// Throws UserError when hlp-plan fails, when it says a configuration cannot run at all (hlp-train
+// would refuse it: e.g. --tp with --lora-dropout > 0), or when every configuration is left out.
 PlanPrune prune_by_plan(Sweep& sweep, const JobFile& job, const std::string& gpu,
                         const std::string& plan_binary, const std::string& work_dir);
 

@@ -6,6 +6,8 @@
 // and tokens/s, ranked. The method and its numbers: src/train/plan.h.
 #include <unistd.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,8 +15,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <string>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "cli/options.h"
@@ -24,10 +26,12 @@
 #include "metrics/cpu_allocator_counter.h"
 #include "metrics/result_reader.h"
 #include "metrics/schema.h"
+#include "metrics/torch_info.h"
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "parallel/stage_split.h"
 #include "train/plan.h"
+#include "train/thread_pools.h"
 #include "train/trainer.h"
 
 namespace {
@@ -80,18 +84,6 @@ hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
   return in;
 }
 
-// --gpu name of a result file's device ("" when the planner has no row for it).
-std::string plan_device_of(const std::string& kind, const std::string& name) {
-  if (kind == "cpu") return "cpu";
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H200")) return "h200";
-  if (has("H100")) return "h100-80";
-  if (has("A100")) return has("80") ? "a100-80" : "a100-40";
-  if (has("V100")) return has("32") ? "v100-32" : "v100-16";
-  if (has("L40S")) return "l40s-48";
-  return "";
-}
-
 int calibrate_from(const std::string& dir, const std::string& gpu_override) {
   using namespace hlp;
   std::vector<train::CalibrationRun> runs;
@@ -119,7 +111,7 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
     const auto c = train::with_parallel_defaults(parsed.config, world);
     const std::string gpu =
         gpu_override.empty()
-            ? plan_device_of(reader.attr_string(metrics::schema::kAttrDeviceKind),
+            ? train::plan_device_of(reader.attr_string(metrics::schema::kAttrDeviceKind),
                              reader.attr_string(metrics::schema::kAttrDeviceName))
             : gpu_override;
     if (gpu.empty()) continue;
@@ -167,6 +159,24 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
               cal.error_before, cal.error_after, cal.efficiency_scale,
               runs.front().inputs.device.efficiency * cal.efficiency_scale, cal.link_scale);
   return 0;
+}
+
+// The planner's device for `ranks` ranks of configuration `c`. On the CPU the sgemm peak is
+// measured with the compute threads one rank gets (--threads, or hlp-train's default for that
+// many ranks on this machine), as hlp-train measures it for the prediction it records.
+hlp::train::PlanDevice device_for(const std::string& gpu, const hlp::train::TrainConfig& c, int ranks) {
+  if (gpu != "cpu") return hlp::train::plan_device(gpu, c.precision, ranks);
+  static std::map<int, hlp::metrics::PeakFlops> measured;  // by threads
+  const int threads = c.threads > 0 ? c.threads : hlp::train::default_threads(ranks);
+  if (!measured.count(threads)) {
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    measured[threads] = hlp::metrics::measure_cpu_peak_flops(0.3);
+    measured[threads].source += " (" + std::to_string(threads) + " thread(s), one rank's)";
+    at::set_num_threads(before);
+  }
+  return hlp::train::plan_device(gpu, c.precision, ranks, measured[threads].flops_per_s,
+                                 measured[threads].source);
 }
 
 // hlp-train's configuration in `path`, parsed by hlp-train's own parser.
@@ -220,9 +230,20 @@ int plan_runs(const std::string& list_path, const std::string& gpu) {
       throw user_error("--runs ", list_path, " line ", index + 1, ": no configuration file after the ranks");
     const train::TrainConfig c = config_file(path);
     train::PlanInputs in = inputs_for(c);
-    in.device = train::plan_device(gpu, c.precision, int(world));
+    in.device = device_for(gpu, c, int(world));
     in.probe_fingerprint = probe_fingerprint(path);
-    const auto rows = train::plan(in, {train::candidate_of_run(c, int(world))}, &cache);
+    std::vector<train::PlanRow> rows;
+    const train::PlanCandidate candidate = train::candidate_of_run(c, int(world));
+    try {  // a run hlp-train would refuse is a row with its reason, not the end of the list
+      rows = train::plan(in, {candidate}, &cache);
+    } catch (const UserError& e) {
+      rows.assign(1, train::PlanRow{});
+      rows[0].candidate = candidate;
+      rows[0].problem = e.what();
+    }
+    for (auto& r : rows)  // the CSV quotes nothing: keep the free-text column on one line
+      for (char& ch : r.problem)
+        if (ch == '\n') ch = ' ';
     const std::string text = train::format_plan(rows, in, true);
     const size_t body = text.find('\n') + 1;
     if (header) std::cout << "run," << text.substr(0, body);
@@ -305,7 +326,7 @@ int main(int argc, char** argv) {
     metrics::CpuAllocatorCounter::install();  // the probe measures with it
     train::PlanInputs in = inputs_for(c);
     for (size_t i = 0; i < ranks.size(); ++i) {
-      in.device = train::plan_device(gpu, c.precision, ranks[i]);
+      in.device = device_for(gpu, c, ranks[i]);
       const auto candidates = train::plan_candidates(ranks[i], in.model, c, wanted);
       const auto rows = train::plan(in, candidates);
       const std::string text = train::format_plan(rows, in, format == "csv");

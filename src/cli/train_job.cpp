@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli/options.h"
 #include "common/clock.h"
@@ -20,9 +21,11 @@
 #include "model/accounting.h"
 #include "model/context_shard.h"
 #include "model/sdpa_attention.h"
+#include "parallel/stage_split.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/thread_pools.h"
+#include "train/plan.h"
 #include "train/trainer.h"
 
 namespace hlp::cli {
@@ -196,6 +199,30 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
         mi.activation_transient_bytes.push_back(k.transient);
       }
       mi.activation_probe_lengths = activation.probe_lengths;
+      // hlp-plan's time model for this very run (its device row; the CPU peak measured above)
+      mi.plan_device = train::plan_device_of(device.kind, device.name);
+      if (!mi.plan_device.empty()) {
+        try {
+          train::PlanInputs in;
+          in.train = config;
+          in.model = so.model;
+          in.lora = so.lora;
+          in.device = train::plan_device(mi.plan_device, config.precision, ranks,
+                                         on_cuda ? 0.0 : peak.flops_per_s, peak.source);
+          train::PlanRow row;
+          row.candidate = train::candidate_of_run(config, ranks);
+          const auto batch = train::split_batch(config, row.candidate.dp);
+          std::optional<parallel::StageSplit> split;
+          if (row.candidate.pp > 1)
+            split = parallel::split_stages(so.model, so.lora, config.seq_len,
+                                           row.candidate.pp * row.candidate.pp_virtual,
+                                           config.pp_split);
+          train::predict_time(row, in, split ? &*split : nullptr, batch);
+          mi.plan_step_s = row.step_s;
+          mi.plan_tokens_per_s = row.tokens_per_s;
+        } catch (const UserError&) {  // no prediction: the run itself is not affected
+        }
+      }
       writer->write_model(mi, strategy.held_bytes().param_bytes / 4);
     }
     reset_memory_peak();

@@ -54,6 +54,12 @@ struct ModelInfo {
   std::vector<int64_t> activation_probe_lengths;
   // params held by each rank (index = world rank); filled from every rank's `params_local`.
   std::vector<int64_t> params_per_rank;
+  // hlp-plan's time model for this run (train/plan.h predict_time), before its first step, on
+  // the planner's row for its device ("" / NaN: no row); the planner's peak per rank is the
+  // per-step param + grad + optimizer + activation_predicted bytes.
+  std::string plan_device;
+  double plan_step_s = std::numeric_limits<double>::quiet_NaN();
+  double plan_tokens_per_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct PipelineInfo {

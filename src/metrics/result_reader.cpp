@@ -267,6 +267,11 @@ std::optional<ModelInfo> ResultReader::model() const {
     m.flops_per_token_executed = h5::read_attr_double(g, schema::kFlopsPerTokenExecuted);
     m.flops_convention = h5::read_attr_string(g, schema::kFlopsConvention);
     m.params_per_rank = h5::read_attr_ints(g, schema::kParamsPerRank);
+    if (h5::has_attr(g, schema::kPlanStepS)) {  // files before 2026-11-26 lack the plan
+      m.plan_device = h5::read_attr_string(g, schema::kPlanDevice);
+      m.plan_step_s = h5::read_attr_double(g, schema::kPlanStepS);
+      m.plan_tokens_per_s = h5::read_attr_double(g, schema::kPlanTokensPerS);
+    }
     return std::optional<ModelInfo>(std::move(m));
   });
 }

@@ -546,7 +546,10 @@ ResultWriter::~ResultWriter() {
 void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) {
   State& s = *state_;
   ModelInfo m = model_in;
-  for (std::string* str : {&m.name, &m.pattern, &m.flops_convention}) bcast_string(*str, s.comm);
+  for (std::string* str : {&m.name, &m.pattern, &m.flops_convention, &m.plan_device})
+    bcast_string(*str, s.comm);
+  MPI_Bcast(&m.plan_step_s, 1, MPI_DOUBLE, 0, s.comm);
+  MPI_Bcast(&m.plan_tokens_per_s, 1, MPI_DOUBLE, 0, s.comm);
   MPI_Bcast(&m.params_total, 1, MPI_INT64_T, 0, s.comm);
   MPI_Bcast(&m.params_trainable, 1, MPI_INT64_T, 0, s.comm);
   MPI_Bcast(&m.flops_per_token, 1, MPI_DOUBLE, 0, s.comm);
@@ -573,6 +576,9 @@ void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) 
   h5::write_attr(g, schema::kFlopsPerTokenExecuted, m.flops_per_token_executed);
   h5::write_attr(g, schema::kFlopsConvention, m.flops_convention);
   h5::write_attr(g, schema::kParamsPerRank, per_rank);
+  h5::write_attr(g, schema::kPlanDevice, m.plan_device);
+  h5::write_attr(g, schema::kPlanStepS, m.plan_step_s);
+  h5::write_attr(g, schema::kPlanTokensPerS, m.plan_tokens_per_s);
   if (!m.activation_kinds.empty()) {  // every rank probed the same kinds: identical values
     std::string kinds;
     for (const auto& k : m.activation_kinds) kinds += (kinds.empty() ? "" : ",") + k;

@@ -139,6 +139,9 @@ inline constexpr const char* kActivationTransient = "activation_transient_bytes"
 inline constexpr const char* kActivationProbeLengths = "activation_probe_lengths";  // int64 [n]
 inline constexpr const char* kAttnImpl = "attn_impl";  // string: kernel the A/S layers ran
 inline constexpr const char* kModelName = "name";                          // string "tiny"
+inline constexpr const char* kPlanDevice = "plan_device";          // string: hlp-plan's device row
+inline constexpr const char* kPlanStepS = "plan_step_s";            // float64: predicted step time
+inline constexpr const char* kPlanTokensPerS = "plan_tokens_per_s";  // float64: predicted tokens/s
 inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [world] held by rank
 
 // ---- /context_parallel: attributes (runs with --cp > 1 only; issue 25) ------------------------

@@ -102,7 +102,10 @@ TpPlacement tp_placement(const std::string& name) {
 TensorParallel::TensorParallel(const model::ModelConfig& c,
                                std::shared_ptr<comm::Communicator> tp_comm, double lora_dropout)
     : tp_comm_(std::move(tp_comm)) {
-  const int tp = tp_comm_->size();
+  check_tensor_parallel(c, tp_comm_->size(), lora_dropout);
+}
+
+void check_tensor_parallel(const model::ModelConfig& c, int tp, double lora_dropout) {
   if (tp == 1) return;
   if (c.activation_checkpointing)
     throw user_error("--activation-checkpointing is not supported with --tp > 1 yet");

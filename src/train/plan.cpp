@@ -75,7 +75,19 @@ const std::vector<std::string>& plan_device_names() {
   return names;
 }
 
-PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks) {
+std::string plan_device_of(const std::string& kind, const std::string& name) {
+  if (kind == "cpu") return "cpu";
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H200")) return "h200";
+  if (has("H100")) return "h100-80";
+  if (has("A100")) return has("80") ? "a100-80" : "a100-40";
+  if (has("V100")) return has("32") ? "v100-32" : "v100-16";
+  if (has("L40S")) return "l40s-48";
+  return "";
+}
+
+PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks,
+                       double peak_flops, const std::string& peak_source) {
   PlanDevice d;
   d.name = name;
   if (name == "cpu") {
@@ -83,9 +95,14 @@ PlanDevice plan_device(const std::string& name, const std::string& precision, in
     const int64_t usable = host.usable_bytes();
     d.memory_bytes = usable > 0 ? double(usable) / std::max(1, ranks) : 0;
     d.memory_source = host.source() + " / " + std::to_string(ranks) + " rank(s)";
-    const auto peak = metrics::measure_cpu_peak_flops(0.3);
-    d.peak_flops = peak.flops_per_s;
-    d.peak_source = peak.source;
+    if (peak_flops > 0) {
+      d.peak_flops = peak_flops;
+      d.peak_source = peak_source;
+    } else {
+      const auto peak = metrics::measure_cpu_peak_flops(0.3);
+      d.peak_flops = peak.flops_per_s;
+      d.peak_source = peak.source;
+    }
     d.efficiency = 0.5;
     d.link_bytes_per_s = 5e9;
     d.link_latency_s = 5e-6;
@@ -392,9 +409,10 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
       continue;
     }
     const int64_t micro = batch.micro_batches;
-    if (c.tp > 1 && in.lora.dropout > 0) {
-      row.problem = "tensor parallelism needs --lora-dropout 0 (partners would draw different "
-                    "dropout masks; tensor_parallel.h)";
+    try {  // what hlp-train refuses for tensor parallelism, with its message
+      parallel::check_tensor_parallel(in.model, c.tp, in.lora.dropout);
+    } catch (const UserError& e) {
+      row.problem = e.what();
       rows.push_back(row);
       continue;
     }

@@ -70,7 +70,13 @@ struct PlanDevice {
 const std::vector<std::string>& plan_device_names();
 // Throws UserError listing plan_device_names() for an unknown name. `ranks`: on `cpu`, the
 // memory of this machine is shared by the ranks.
-PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks);
+// (a peak already measured by the caller, peak_flops > 0, is used instead of measuring again)
+PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks,
+                       double peak_flops = 0, const std::string& peak_source = "");
+
+// The planner's device name for a run's device (hlp-train's device kind and name): "cpu", a
+// GPU row ("h100-80" ...) or "" when the planner has no row for it.
+std::string plan_device_of(const std::string& kind, const std::string& name);
 
 struct PlanCandidate {
   std::string strategy;  // single | ddp | fsdp | fsdp2 | pp | tp | cp
