@@ -333,11 +333,16 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
     }
     if (total > 0) stage_share = most / total;
   }
-  const double rank_flops = flops.executed_per_token * double(tokens_global) / c.dp *
-                            stage_share * c.pp / model_ranks;
+  // flat fsdp: the FlatParameter requires grad as a whole, so autograd also computes the weight
+  // gradients of the frozen weights, 2 FLOPs per weight and token more than LoRA executes
+  const auto counts = model::count_parameters(in.model, in.lora);
+  const double executed =
+      flops.executed_per_token +
+      (flat ? 2.0 * double(std::max<int64_t>(0, flops.n_params - counts.trainable)) : 0.0);
+  const double rank_flops = executed * double(tokens_global) / c.dp * stage_share * c.pp / model_ranks;
   row.compute_s = rank_flops / std::max(1.0, in.device.peak_flops * in.device.efficiency);
-  const double trainable_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).trainable);
-  const double total_bytes = 4.0 * double(model::count_parameters(in.model, in.lora).total);
+  const double trainable_bytes = 4.0 * double(counts.trainable);
+  const double total_bytes = 4.0 * double(counts.total);
   const double activation_msg =
       4.0 * double(batch.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
   const int dpc = c.dp * c.cp;
@@ -546,20 +551,20 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
                 in.device.peak_source.c_str(), in.device.efficiency, in.device.link_source.c_str());
   os << head;
   os << "| # | candidate | params MiB | grads MiB | optim MiB | working set MiB | activations MiB "
-        "| reserve MiB | peak MiB | fits | step s | bubble | tokens/s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "| comm MiB | reserve MiB | peak + reserve MiB | fits | step s | bubble | tokens/s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int rank = 0;
   for (const auto& r : rows) {
     char line[512];
     if (!r.problem.empty()) {
-      std::snprintf(line, sizeof(line), "| - | %s | cannot run: %s |||||||||||\n",
+      std::snprintf(line, sizeof(line), "| - | %s | cannot run: %s ||||||||||||\n",
                     r.candidate.name().c_str(), r.problem.c_str());
     } else {
       std::snprintf(line, sizeof(line),
-                    "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.3g | %.3f | %.4g |\n",
+                    "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.3g | %.3f | %.4g |\n",
                     ++rank, r.candidate.name().c_str(), mib(r.held.params), mib(r.held.grads),
                     mib(r.held.optimizer), mib(r.working_set), mib(r.activations),
-                    mib(r.reserve), mib(r.peak_bytes + r.reserve), r.fits ? "yes" : "NO",
+                    mib(r.comm_buffers), mib(r.reserve), mib(r.peak_bytes + r.reserve), r.fits ? "yes" : "NO",
                     r.step_s, r.bubble, r.tokens_per_s);
     }
     os << line;

@@ -12,21 +12,22 @@
 //                                     stages; tensor-parallel slices (tp_split_dim). fp32
 //                                     master weights and gradients, AdamW 2 x fp32 per
 //                                     trainable element.
-//   working set                       fsdp / fsdp2: the root unit and two blocks gathered, with
-//                                     their full-size gradients (ShardedStrategy's own count).
+//   working set and                   fsdp / fsdp2, per backward phase
+//   communication buffers             (parallel::sharded_working_set, the strategies' own
+//                                     function): during the head's backward the root unit;
+//                                     during block i's, also block i, i - 1 prefetched, i + 1's
+//                                     reduce-scatter in flight and (fsdp2) i - 1's all-gather
+//                                     buffers; inside a pipeline fsdp2 gathers the stage whole
+//                                     before the step (no buffers at the peak). 0 elsewhere:
+//                                     ddp, tp and pp work in place (MPI and NCCL keep their own
+//                                     staging outside the allocator: not in hlp-train's
+//                                     measured peak either).
 //   activations                       the per-layer-kind probe (activation_model.h) run on this
 //                                     machine's CPU at short T for the candidate's layer shapes
 //                                     (tp_rank_config) and precision, extrapolated linearly in
-//                                     T (T / cp under context parallelism), composed as
-//                                     hlp-train composes it (predict_rank_activation_bytes).
-//   communication buffers             fsdp2: the largest unit's all-gather send / receive
-//                                     buffers and reduce-scatter packing ((n + 1) shards each;
-//                                     inside a pipeline the stage is gathered before the step
-//                                     and reduced after it, outside the peak: 0);
-//                                     0 elsewhere: ddp, flat fsdp, tp and pp work in place on
-//                                     the buckets, shards and activations above (MPI and NCCL
-//                                     keep their own staging outside the allocator: not in
-//                                     hlp-train's measured peak either).
+//                                     T (T / cp under context parallelism), composed with the
+//                                     working set per phase as hlp-train composes it
+//                                     (predict_rank_activation).
 //   reserve                           GPU only: the CUDA context outside the caching allocator
 //                                     and the allocator's block rounding (kCudaContextBytes,
 //                                     kAllocatorRounding below: estimates, not measured here).
@@ -34,12 +35,13 @@
 // machine (train/memory_limit.h: cgroup or MemAvailable, shared by the ranks).
 //
 // Step time: executed FLOPs of the rank (accounting.h) at a fraction `efficiency` of the
-// device's peak, plus communication from an alpha-beta model (ring collectives), with the
-// pipeline bubble of the schedule (bubble_theory at f : b : w = 1 : 2 : 0, or 1 : 1 : 1 for
-// zb-h1 full finetuning); communication is not assumed to overlap.
+// device's peak (flat fsdp: also the frozen weights' weight gradients), plus communication from
+// an alpha-beta model (ring collectives), with the pipeline bubble of the schedule
+// (bubble_theory at f : b : w = 1 : 2 : 0, or 1 : 1 : 1 for zb-h1 full finetuning);
+// communication is not assumed to overlap.
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -21,6 +21,9 @@ ap.add_argument("outdir")
 ap.add_argument("--figures", default="")
 ap.add_argument("--skipped", default="")
 ap.add_argument("--trace", default="")
+# real runs carry hlp-plan's prediction (hlp-train writes it): the CSV puts it beside the
+# measurement, the predicted peak within 10 % of the measured one
+ap.add_argument("--plan", action="store_true")
 args = ap.parse_args()
 
 
@@ -54,6 +57,25 @@ for name in filter(None, args.figures.split(",")):
         expect(os.path.exists(os.path.join(args.outdir, name + ext)), f"{name}{ext} kept for re-rendering")
     expect(f"]({name}.png)" in index and f"({name}.svg)" in index, f"index.md embeds {name}")
     expect(f"Skipped (`{name}`)" not in index, f"{name} not marked skipped")
+
+if args.plan:
+    import csv
+    with open(os.path.join(args.outdir, "table.csv")) as f:
+        rows = list(csv.DictReader(f))
+    expect(len(rows) > 0, "table.csv has rows")
+    for r in rows:
+        what = f"{r['strategy']} n={r['world_size']} T{r['seq_len']}"
+        try:
+            peak = float(r["predicted_over_measured_peak"])
+            tokens = float(r["predicted_tokens_per_s"])
+            ratio = float(r["predicted_over_measured_tokens_per_s"])
+        except (KeyError, ValueError) as e:
+            expect(False, f"{what}: plan columns present and numeric ({e})")
+            continue
+        expect(0.9 <= peak <= 1.1, f"{what}: predicted / measured peak {peak:.3f} within 10 %")
+        expect(tokens > 0 and ratio > 0, f"{what}: predicted tokens/s {tokens:.0f} (ratio {ratio:.2f})")
+    md = open(os.path.join(args.outdir, "table.md")).read()
+    expect("peak pred / meas" in md and "tok/s pred / meas" in md, "table.md has the plan columns")
 
 for name in filter(None, args.skipped.split(",")):
     expect(f"*Skipped (`{name}`)" in index, f"index.md notes that {name} was skipped")
