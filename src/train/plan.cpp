@@ -395,7 +395,13 @@ PlanCandidate candidate_of_run(const TrainConfig& train, int world) {
 std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates,
                           ProbeCache* cache) {
   const TrainConfig& t = in.train;
-  const auto precision = model::parse_precision(t.precision);
+  // What the probe runs in: the target's precision, with its bytes per element. On a GPU, fp16
+  // is CUDA autocast: the matmuls' inputs saved for backward are float16 copies (2 bytes). This
+  // CPU has no float16 autocast and emulates fp16 in float32 tensors (model/half_emulation.h:
+  // 4 bytes a saved value), so a GPU fp16 candidate is probed under bfloat16 autocast, which
+  // casts the same matmuls to a 2-byte type as CUDA autocast does.
+  model::Precision precision = model::parse_precision(t.precision);
+  if (precision == model::Precision::fp16 && in.device.name != "cpu") precision = model::Precision::bf16;
   const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
                           [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                           [] { metrics::CpuAllocatorCounter::reset_peak(); }};
