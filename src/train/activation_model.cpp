@@ -224,18 +224,19 @@ RankActivation predict_activation(const ActivationProfile& profile, const model:
                                   int64_t in_flight, const parallel::WorkingSet& working_set) {
   const ActivationParts parts = activation_parts(profile, config, first_block, end_block, has_head);
   const double held = double(std::max<int64_t>(1, in_flight)) * parts.held;
-  if (!has_head) return {held + parts.working, working_set.max()};
+  if (!has_head) return {held + parts.working, working_set.max(), 0.0};
   // The head's backward runs first and frees what its forward saved before any block's backward
   // runs: the peak is at the head's backward (everything held plus its working set) or later, in
   // a block's backward (or recompute), without the head's saved tensors. The strategy's working
   // set differs between the two phases (fsdp: no block is gathered during the head's backward).
-  const RankActivation head{held + parts.head_working, working_set.head};
+  const RankActivation head{held + parts.head_working, working_set.head, 0.0};
   // a strategy that keeps each block's output [B, T, D] through its backward (fsdp's block
   // function) holds it beside a checkpointed block's recompute too
   const double kept_output =
       config.activation_checkpointing && working_set.block_outputs_kept ? profile.input_bytes : 0.0;
-  const RankActivation block{held + parts.layer_working + kept_output, working_set.block};
-  if (std::isnan(head.total()) || std::isnan(block.total())) return {std::nan(""), 0.0};
+  const RankActivation block{held + parts.layer_working + kept_output, working_set.block,
+                             working_set.block_comm};
+  if (std::isnan(head.total()) || std::isnan(block.total())) return {std::nan(""), 0.0, 0.0};
   return head.total() >= block.total() ? head : block;
 }
 
@@ -278,7 +279,7 @@ RankActivation predict_rank_activation(const ActivationProfile& profile,
                                         end_block->at(g) == config.num_layers()));
     }
     out = {predict_stage_activation_bytes(chunks, parallel::stage_actions(*spec, stage)),
-           working_set.max()};
+           working_set.max(), 0.0};
   } else {
     out = predict_activation(profile, config, 0, config.num_layers(), true, 1, working_set);
   }

@@ -101,6 +101,7 @@ ActivationParts activation_parts(const ActivationProfile& profile, const model::
 // the phase where it falls: the activations alive then and the strategy's working set then.
 struct RankActivation {
   double activations = 0, working_set = 0;
+  double comm_buffers = 0;  // of working_set: its communication buffers (fsdp2's, block phase)
   double total() const { return activations + working_set; }
 };
 

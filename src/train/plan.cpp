@@ -465,11 +465,8 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
           worst = peak;
           row.held = held;
           row.activations = act.activations;
-          // the communication buffers are part of the block phase's working set
-          const bool block_phase = act.working_set == held.working_set.block &&
-                                   held.working_set.block != held.working_set.head;
-          row.comm_buffers = block_phase ? held.working_set.block_comm : 0.0;
-          row.working_set = act.working_set - row.comm_buffers;
+          row.comm_buffers = act.comm_buffers;
+          row.working_set = act.working_set - act.comm_buffers;
         }
         if (std::isnan(peak)) break;
       }
