@@ -1,5 +1,6 @@
 #include "plan_prune.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -108,12 +109,20 @@ PlanPrune prune_by_plan(Sweep& sweep, const JobFile& job, const std::string& gpu
     if (!it->second["problem"].empty())  // hlp-train would refuse it on the cluster
       throw user_error(job.path, ": configuration '", c.name, "' cannot run: ",
                        it->second["problem"], " (hlp-plan); exclude it or change the job file");
-    ++result.planned;
     auto& row = it->second;
+    double peak = NAN, reserve = NAN, limit = NAN;
+    try {
+      peak = std::stod(row["predicted_peak_bytes"]);
+      reserve = std::stod(row["reserve_bytes"]);
+      limit = std::stod(row["limit_bytes"]);
+    } catch (const std::exception&) {
+    }
+    if (!std::isfinite(peak) || !std::isfinite(reserve) || !std::isfinite(limit)) {
+      result.unplanned.push_back({c.name, "hlp-plan gave no finite prediction"});  // kept
+      continue;
+    }
+    ++result.planned;
     if (row["fits"] == "1") continue;
-    const double peak = std::stod(row["predicted_peak_bytes"]);
-    const double reserve = std::stod(row["reserve_bytes"]);
-    const double limit = std::stod(row["limit_bytes"]);
     result.pruned.push_back({c.name, "predicted " + gib(peak) + " + " + gib(reserve) +
                                          " reserve per rank > " + gib(limit) + " of a " + gpu});
     drop[size_t(planned[k])] = true;
