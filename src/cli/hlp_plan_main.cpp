@@ -9,7 +9,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -29,7 +28,6 @@
 #include "metrics/torch_info.h"
 #include "model/config.h"
 #include "model/lora_config.h"
-#include "parallel/stage_split.h"
 #include "train/plan.h"
 #include "train/thread_pools.h"
 #include "train/trainer.h"
@@ -84,6 +82,13 @@ hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
   return in;
 }
 
+// hlp-train's configuration in `path`, parsed by hlp-train's own parser.
+hlp::train::TrainConfig config_file(const std::string& path) {
+  const char* args[] = {"hlp-plan", "--config", path.c_str()};
+  auto parsed = hlp::cli::parse_train_args(3, args);
+  return parsed.config;
+}
+
 int calibrate_from(const std::string& dir, const std::string& gpu_override) {
   using namespace hlp;
   std::vector<train::CalibrationRun> runs;
@@ -104,11 +109,10 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
     if (fd < 0) throw user_error("--calibrate: cannot create a temporary file in /tmp");
     close(fd);
     std::ofstream(tmp) << reader.attr_string(metrics::schema::kAttrConfig);
-    const char* args[] = {"hlp-plan", "--config", tmp};
-    auto parsed = cli::parse_train_args(3, args);
+    const train::TrainConfig parsed = config_file(tmp);
     std::remove(tmp);
     const int world = reader.world_size();
-    const auto c = train::with_parallel_defaults(parsed.config, world);
+    const auto c = train::with_parallel_defaults(parsed, world);
     const std::string gpu =
         gpu_override.empty()
             ? train::plan_device_of(reader.attr_string(metrics::schema::kAttrDeviceKind),
@@ -121,13 +125,9 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
     run.path = path;
     run.inputs = inputs_for(c);
     run.inputs.device = devices.at(device_key);
-    auto& cand = run.row.candidate;
-    cand = train::candidate_of_run(c, world);
-    run.label = cand.name() + " T " + std::to_string(c.seq_len);
-    run.batch = train::split_batch(c, cand.dp);
-    if (c.pp > 1)
-      run.split = parallel::split_stages(run.inputs.model, run.inputs.lora, c.seq_len,
-                                         c.pp * c.pp_virtual, c.pp_split);
+    run.shape = train::run_shape(run.inputs, world);
+    run.row.candidate = run.shape.candidate;
+    run.label = run.shape.candidate.name() + " T " + std::to_string(c.seq_len);
     const auto steps = reader.steps(metrics::schema::kStepTime);
     std::vector<double> slowest;
     for (int64_t s = 1; s < steps.steps; ++s) {
@@ -144,7 +144,7 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
   std::vector<double> before;
   for (auto& r : runs) {
     train::PlanRow row = r.row;
-    train::predict_time(row, r.inputs, r.split ? &*r.split : nullptr, r.batch);
+    train::predict_time(row, r.inputs, r.shape.stage_split(), r.shape.batch);
     before.push_back(row.step_s);
   }
   const train::Calibration cal = train::calibrate(runs);
@@ -179,36 +179,29 @@ hlp::train::PlanDevice device_for(const std::string& gpu, const hlp::train::Trai
                                  measured[threads].source);
 }
 
-// hlp-train's configuration in `path`, parsed by hlp-train's own parser.
-hlp::train::TrainConfig config_file(const std::string& path) {
-  const char* args[] = {"hlp-plan", "--config", path.c_str()};
-  auto parsed = hlp::cli::parse_train_args(3, args);
-  return parsed.config;
-}
 
-// What the activation probe of a configuration file depends on: its lines less the mesh, the
-// schedule and where results go (runs that differ only there share their probes).
-std::string probe_fingerprint(const std::string& path) {
-  static const char* kMesh[] = {"strategy", "tp", "pp", "cp", "pp-schedule", "pp-virtual",
-                                "pp-split", "out", "checkpoint-dir", "trace", "steps",
-                                "warmup-steps", "checkpoint-every", "resume", "seed", "lr"};
-  std::ifstream in(path);
-  std::vector<std::string> kept;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;
-    std::string key = line.substr(first, line.find('=') == std::string::npos ? std::string::npos
-                                                                              : line.find('=') - first);
-    key.erase(key.find_last_not_of(" \t") + 1);
-    bool mesh = false;
-    for (const char* k : kMesh) mesh = mesh || key == k;
-    if (!mesh) kept.push_back(line);
-  }
-  std::sort(kept.begin(), kept.end());
-  std::string out;
-  for (const auto& l : kept) out += l + "\n";
-  return out;
+// What the activation probe of a configuration depends on: the configuration as hlp-train
+// writes it back (to_ini) with its mesh, schedule, output and step settings at their defaults
+// (runs that differ only there share their probes).
+std::string probe_fingerprint(hlp::train::TrainConfig c) {
+  const hlp::train::TrainConfig defaults;
+  c.strategy = defaults.strategy;
+  c.tp = defaults.tp;
+  c.pp = defaults.pp;
+  c.cp = defaults.cp;
+  c.pp_schedule = defaults.pp_schedule;
+  c.pp_virtual = defaults.pp_virtual;
+  c.pp_split = defaults.pp_split;
+  c.out = defaults.out;
+  c.checkpoint_dir = defaults.checkpoint_dir;
+  c.trace = defaults.trace;
+  c.steps = defaults.steps;
+  c.warmup_steps = defaults.warmup_steps;
+  c.checkpoint_every = defaults.checkpoint_every;
+  c.resume = defaults.resume;
+  c.seed = defaults.seed;
+  c.lr = defaults.lr;
+  return hlp::cli::to_ini(c);
 }
 
 int plan_runs(const std::string& list_path, const std::string& gpu) {
@@ -231,7 +224,7 @@ int plan_runs(const std::string& list_path, const std::string& gpu) {
     const train::TrainConfig c = config_file(path);
     train::PlanInputs in = inputs_for(c);
     in.device = device_for(gpu, c, int(world));
-    in.probe_fingerprint = probe_fingerprint(path);
+    in.probe_fingerprint = probe_fingerprint(c);
     std::vector<train::PlanRow> rows;
     const train::PlanCandidate candidate = train::candidate_of_run(c, int(world));
     try {  // a run hlp-train would refuse is a row with its reason, not the end of the list

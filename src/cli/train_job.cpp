@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <optional>
 
 #include "cli/options.h"
 #include "common/clock.h"
@@ -21,7 +20,6 @@
 #include "model/accounting.h"
 #include "model/context_shard.h"
 #include "model/sdpa_attention.h"
-#include "parallel/stage_split.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/thread_pools.h"
@@ -209,15 +207,10 @@ int run_train_job(const train::TrainConfig& requested, std::shared_ptr<comm::Com
           in.lora = so.lora;
           in.device = train::plan_device(mi.plan_device, config.precision, ranks,
                                          on_cuda ? 0.0 : peak.flops_per_s, peak.source);
+          const train::RunShape shape = train::run_shape(in, ranks);
           train::PlanRow row;
-          row.candidate = train::candidate_of_run(config, ranks);
-          const auto batch = train::split_batch(config, row.candidate.dp);
-          std::optional<parallel::StageSplit> split;
-          if (row.candidate.pp > 1)
-            split = parallel::split_stages(so.model, so.lora, config.seq_len,
-                                           row.candidate.pp * row.candidate.pp_virtual,
-                                           config.pp_split);
-          train::predict_time(row, in, split ? &*split : nullptr, batch);
+          row.candidate = shape.candidate;
+          train::predict_time(row, in, shape.stage_split(), shape.batch);
           mi.plan_step_s = row.step_s;
           mi.plan_tokens_per_s = row.tokens_per_s;
         } catch (const UserError&) {  // no prediction: the run itself is not affected

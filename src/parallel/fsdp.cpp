@@ -1,6 +1,5 @@
 #include "parallel/fsdp.h"
 
-#include "comm/shard.h"
 #include "common/clock.h"
 #include "metrics/recorder.h"
 #include "model/init.h"
@@ -73,16 +72,9 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   std::vector<UnitSize> sizes;
   for (const auto& g : groups) {
     UnitSize u;
-    for (const auto& [name, p] : g) {
-      const int64_t d0 = p.dim() == 0 ? 1 : p.size(0);
-      const int64_t shard = d0 == 0 ? 0 : comm::shard_numel(d0, n) * (p.numel() / d0);
-      u.numel += p.numel();
-      u.shard += shard;
-      if (p.requires_grad()) {
-        u.trainable_numel += p.numel();
-        u.trainable_shard += shard;
-      }
-    }
+    for (const auto& [name, p] : g)
+      u.add(p.numel(), per_parameter_shard(p.dim() == 0 ? 1 : p.size(0), p.numel(), n),
+            p.requires_grad());
     if (!per_parameter) u.shard = comm::shard_numel(u.numel, n);
     sizes.push_back(u);
   }

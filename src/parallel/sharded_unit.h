@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/shard.h"
 #include "parallel/strategy.h"
 
 namespace hlp::parallel {
@@ -67,7 +68,21 @@ struct UnitSize {
   int64_t shard = 0;            // a rank's padded shard: flat ceil(N / n); per parameter the sum
                                 // of ceil(d0 / n) x (numel / d0)
   int64_t trainable_shard = 0;  // per parameter: the same over the trainable parameters
+  void add(int64_t param_numel, int64_t param_shard, bool trainable) {
+    numel += param_numel;
+    shard += param_shard;
+    if (trainable) {
+      trainable_numel += param_numel;
+      trainable_shard += param_shard;
+    }
+  }
 };
+
+// Elements of a rank's fsdp2 shard of a parameter with `d0` rows and `numel` elements over `ranks`
+// ranks: ceil(d0 / ranks) rows, zero padded (PerParamUnit's layout; a scalar is one row).
+inline int64_t per_parameter_shard(int64_t d0, int64_t numel, int ranks) {
+  return d0 == 0 ? 0 : comm::shard_numel(d0, ranks) * (numel / d0);
+}
 
 // The working set of fsdp (per_parameter false) or fsdp2 over `ranks` ranks, from the units'
 // sizes (units[0] the root, then the blocks in order), float32. It follows what fsdp.cpp and the

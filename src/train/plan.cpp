@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
-#include <tuple>
 
 #include "common/error.h"
 #include "metrics/cpu_allocator_counter.h"
@@ -56,8 +55,6 @@ const std::vector<DeviceRow>& device_rows() {
   };
   return rows;
 }
-
-double ceil_div(int64_t a, int64_t b) { return double((a + b - 1) / b); }
 
 bool is_block_param(const std::string& name) { return name.rfind("blocks.", 0) == 0; }
 
@@ -262,8 +259,8 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     for (int64_t s : shape) numel *= s;
     double elements = double(numel);
     int64_t shard = numel;
-    if (sharded && !shape.empty() && shape[0] > 0) {
-      shard = int64_t(ceil_div(shape[0], dp)) * (numel / shape[0]);
+    if (sharded) {
+      shard = parallel::per_parameter_shard(shape.empty() ? 1 : shape[0], numel, dp);
       elements = double(shard);
     }
     h.params += 4.0 * elements;
@@ -273,13 +270,7 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     }
     if (!sharded) continue;
     stage_full += 4.0 * double(numel) * (p->trainable ? 2.0 : 1.0);
-    parallel::UnitSize& u = units[is_block_param(p->name) ? block_of(p->name) + 1 : 0];
-    u.numel += numel;
-    u.shard += shard;
-    if (p->trainable) {
-      u.trainable_numel += numel;
-      u.trainable_shard += shard;
-    }
+    units[is_block_param(p->name) ? block_of(p->name) + 1 : 0].add(numel, shard, p->trainable);
   }
   if (sharded && pipeline) {
     // a pipeline's fsdp2 unit gathers the stage once before the step and reduces after it,
@@ -301,11 +292,6 @@ double ring_s(double bytes, int n, double factor, const PlanDevice& d) {
   return factor * double(n - 1) / n * bytes / d.link_bytes_per_s + 2.0 * (n - 1) * d.link_latency_s;
 }
 
-// The shape a candidate's layer kinds are probed at.
-struct ProbeShape {
-  int tp;
-  int64_t micro_batch, seq_len;
-};
 
 }  // namespace
 
@@ -392,14 +378,26 @@ PlanCandidate candidate_of_run(const TrainConfig& train, int world) {
   return cand;
 }
 
+RunShape run_shape(const PlanInputs& in, int world) {
+  RunShape shape;
+  shape.candidate = candidate_of_run(in.train, world);
+  const PlanCandidate& c = shape.candidate;
+  shape.batch = split_batch(in.train, c.dp);
+  if (c.pp > 1)
+    shape.split = parallel::split_stages(in.model, in.lora, in.train.seq_len, c.pp * c.pp_virtual,
+                                         in.train.pp_split);
+  return shape;
+}
+
 std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates,
                           ProbeCache* cache) {
   const TrainConfig& t = in.train;
   // What the probe runs in: the target's precision, with its bytes per element. On a GPU, fp16
-  // is CUDA autocast: the matmuls' inputs saved for backward are float16 copies (2 bytes). This
-  // CPU has no float16 autocast and emulates fp16 in float32 tensors (model/half_emulation.h:
-  // 4 bytes a saved value), so a GPU fp16 candidate is probed under bfloat16 autocast, which
-  // casts the same matmuls to a 2-byte type as CUDA autocast does.
+  // is CUDA autocast: 2-byte copies of the matmuls' operands, float32 copies where its fp32 ops
+  // and regions begin. This CPU has no float16 autocast; its fp16 emulation keeps float32
+  // tensors holding fp16 values and makes none of those casts (model/half_emulation.h: right for
+  // hlp-train's own CPU fp16 runs). A GPU fp16 candidate is therefore probed under bfloat16
+  // autocast, which makes the same casts to a 2-byte type as CUDA autocast does.
   model::Precision precision = model::parse_precision(t.precision);
   if (precision == model::Precision::fp16 && in.device.name != "cpu") precision = model::Precision::bf16;
   const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
@@ -429,14 +427,14 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     }
     const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
     const bool split_backward = c.pp_schedule == "zb-h1";
-    const ProbeShape shape{c.tp, batch.micro_batch, t.seq_len / c.cp};
+    const int64_t probe_seq_len = t.seq_len / c.cp;  // a cp rank's tokens
     std::ostringstream key_text;
-    key_text << in.probe_fingerprint << "|tp " << shape.tp << " B " << shape.micro_batch << " T "
-             << shape.seq_len << " flat " << flat << " split " << split_backward;
+    key_text << in.probe_fingerprint << "|tp " << c.tp << " B " << batch.micro_batch << " T "
+             << probe_seq_len << " flat " << flat << " split " << split_backward;
     const std::string key = key_text.str();
     if (!profiles.count(key))
       profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, batch.micro_batch,
-                                        shape.seq_len, precision, flat, torch::kCPU, probe,
+                                        probe_seq_len, precision, flat, torch::kCPU, probe,
                                         split_backward);
     const ActivationProfile& profile = profiles.at(key);
     // the worst rank: every stage, the dp ranks whose shards differ (first and last)
@@ -490,7 +488,7 @@ Calibration calibrate(std::vector<CalibrationRun>& runs) {
       in.device.efficiency *= efficiency_scale;
       in.device.link_bytes_per_s *= link_scale;
       PlanRow row = r.row;
-      predict_time(row, in, r.split ? &*r.split : nullptr, r.batch);
+      predict_time(row, in, r.shape.stage_split(), r.shape.batch);
       sum += std::abs(std::log(row.step_s / r.measured_step_s));
       if (keep) r.predicted_step_s = row.step_s;
     }

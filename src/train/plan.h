@@ -145,6 +145,16 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
 // hlp-train's defaults for the world size).
 PlanCandidate candidate_of_run(const TrainConfig& train, int world);
 
+// What the time model needs of one run of `in.train` on `world` ranks: its candidate, hlp-train's
+// split of the global batch over its dp ranks and, for a pipeline, its stage split.
+struct RunShape {
+  PlanCandidate candidate;
+  BatchSplit batch;
+  std::optional<parallel::StageSplit> split;
+  const parallel::StageSplit* stage_split() const { return split ? &*split : nullptr; }
+};
+RunShape run_shape(const PlanInputs& in, int world);
+
 // The time terms of `row` (compute, communication, bubble, step, tokens/s) for its candidate;
 // `split` the pipeline's stage split (nullptr without one), `batch` the global batch's split
 // over the candidate's dp ranks (split_batch).
@@ -156,8 +166,7 @@ struct CalibrationRun {
   std::string path, label;
   PlanInputs inputs;
   PlanRow row;  // its candidate
-  std::optional<parallel::StageSplit> split;
-  BatchSplit batch;
+  RunShape shape;
   double measured_step_s = 0;   // median after the first step, slowest rank
   double predicted_step_s = 0;  // with the fitted numbers (filled by calibrate)
 };
