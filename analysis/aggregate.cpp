@@ -89,6 +89,12 @@ double run_trace_bubble_replay(const RunData& run, int64_t warmup_steps) {
                               run.step_numbers.size(), warmup_steps);
 }
 
+double run_trace_bubble_step_theory(const RunData& run, int64_t warmup_steps) {
+  return mean_over_used_steps(run.trace_bubble.step_theory_sum,
+                              run.trace_bubble.step_theory_count, run.step_numbers.size(),
+                              warmup_steps);
+}
+
 int64_t ConfigRow::world_size() const { return config_int("world_size"); }
 
 int64_t ConfigRow::config_int(const std::string& column) const {
@@ -117,7 +123,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     row.config = members.front()->config;
     std::map<std::string, std::vector<double>> pool;
     std::vector<double> comm_fraction, wait_fraction, bubbles, bubbles_trace, bubble_theory,
-        bubble_simulated, bubbles_replay, last_losses;
+        bubble_simulated, bubbles_replay, bubbles_step_theory, last_losses;
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
     double peak = kNaN, skipped = kNaN, predicted_peak = kNaN;
     std::vector<double> plan_tokens;
@@ -171,6 +177,8 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
       if (!std::isnan(trace_bubble)) bubbles_trace.push_back(trace_bubble);
       const double replayed = run_trace_bubble_replay(*r, warmup_steps);
       if (!std::isnan(replayed)) bubbles_replay.push_back(replayed);
+      const double step_theory = run_trace_bubble_step_theory(*r, warmup_steps);
+      if (!std::isnan(step_theory)) bubbles_step_theory.push_back(step_theory);
     }
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;
@@ -183,6 +191,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     row.bubble_fraction_theory = median_of(bubble_theory);
     row.bubble_fraction_simulated = median_of(bubble_simulated);
     row.bubble_fraction_replay = median_of(bubbles_replay);
+    row.bubble_fraction_step_theory = median_of(bubbles_step_theory);
     row.bubble_fraction_trace = median_of(bubbles_trace);
     double loss_total = 0.0;
     for (double l : last_losses) loss_total += l;

@@ -47,6 +47,7 @@ struct ConfigRow {
   double bubble_fraction_theory = 0.0; // NaN when no /pipeline
   double bubble_fraction_simulated = 0.0;  // NaN when no /pipeline or an older file
   double bubble_fraction_replay = 0.0;     // the trace's durations replayed (trace_bubble.h)
+  double bubble_fraction_step_theory = 0.0;  // the tables at each step's stage costs (same)
   double final_loss = 0.0;             // mean over runs of the last step's loss
   // fp16 loss scaling: steps whose update was skipped (gradient overflow), summed over the
   // row's runs and ALL their steps (warm-up included); NaN when no run recorded step_skipped.
@@ -72,5 +73,7 @@ double median_of(std::vector<double> values);  // NaN for an empty set
 double run_trace_bubble(const RunData& run, int64_t warmup_steps);
 // The same steps replayed through the schedule's tables (trace_bubble.h); NaN when none was.
 double run_trace_bubble_replay(const RunData& run, int64_t warmup_steps);
+// The tables at each step's mean per-chunk costs (trace_bubble.h "step theory"); NaN when none.
+double run_trace_bubble_step_theory(const RunData& run, int64_t warmup_steps);
 
 }  // namespace hlp::analysis

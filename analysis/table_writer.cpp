@@ -66,6 +66,7 @@ const std::vector<MetricColumn>& metric_columns() {
     c.push_back({"bubble_fraction_theory", [](const ConfigRow& r) { return r.bubble_fraction_theory; }});
     c.push_back({"bubble_fraction_simulated", [](const ConfigRow& r) { return r.bubble_fraction_simulated; }});
     c.push_back({"bubble_fraction_replay", [](const ConfigRow& r) { return r.bubble_fraction_replay; }});
+    c.push_back({"bubble_fraction_step_theory", [](const ConfigRow& r) { return r.bubble_fraction_step_theory; }});
     c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
     c.push_back({"skipped_steps", [](const ConfigRow& r) { return r.skipped_steps; }});
     c.push_back({"oversubscribed_runs", [](const ConfigRow& r) { return double(r.oversubscribed_runs); }});
@@ -227,6 +228,7 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
     cols.push_back({"bubble (trace) %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_trace); }});
     cols.push_back({"bubble theory %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_theory); }});
     cols.push_back({"bubble simulated %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_simulated); }});
+    cols.push_back({"bubble step theory %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_step_theory); }});
   }
   cols.push_back({"final loss", [](const ConfigRow& r) { return fmt("%.4f", r.final_loss); }});
   if (any_skipped_column)  // fp16 runs: updates skipped on gradient overflow (all steps)

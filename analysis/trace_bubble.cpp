@@ -69,6 +69,8 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
   out.count.assign(steps, 0);
   out.replay_sum.assign(steps, 0.0);
   out.replay_count.assign(steps, 0);
+  out.step_theory_sum.assign(steps, 0.0);
+  out.step_theory_count.assign(steps, 0);
   // The tables to replay, when the file names a schedule they can be built for (a damaged
   // /pipeline only loses the replay).
   std::optional<parallel::PipeSpec> spec;
@@ -129,6 +131,12 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
           for (double idle : sim.idle) {
             out.replay_sum[col] += sim.makespan > 0 ? idle / sim.makespan : 0.0;
             out.replay_count[col] += 1;
+          }
+          const parallel::PipeSimulation theory =
+              parallel::simulate(*spec, parallel::mean_costs(*spec, durations));
+          for (double idle : theory.idle) {
+            out.step_theory_sum[col] += theory.makespan > 0 ? idle / theory.makespan : 0.0;
+            out.step_theory_count[col] += 1;
           }
         }
       }

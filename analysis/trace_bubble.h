@@ -19,6 +19,12 @@
 // on the ideal clock at exactly those durations give the bubble the schedule's dependencies
 // alone make of them. measured - replayed is what the run added: message latency and waits
 // outside the table. A step whose span counts do not match the tables is not replayed.
+//
+// Step theory (the same steps): the tables on the ideal clock with every action of a virtual
+// stage at that stage's mean F, B, W duration in the step (parallel::mean_costs): the schedule's
+// theory at the stage costs the step had. It equals the closed form when the stages are equal
+// and takes in what makes them unequal in a step (a slower core, the head's stage); what it
+// leaves to the replay is the spread of durations inside a stage.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -38,6 +44,8 @@ struct TraceBubble {
   int64_t left_out = 0;        // (pipeline, step) pairs without a common window (see above)
   std::vector<double> replay_sum;     // [steps]: the replayed bubbles (see above), summed
   std::vector<int64_t> replay_count;  // [steps]
+  std::vector<double> step_theory_sum;     // [steps]: the step theory's bubbles (see above)
+  std::vector<int64_t> step_theory_count;  // [steps]
 };
 
 // The schedule a file's pipeline ran (/pipeline): enough to rebuild its tables.

@@ -117,7 +117,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options)
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   owns_comm_ = comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF;
-  queue_ = std::make_unique<MpiOpQueue>([this](const OpRecord& record) { report(record); });
+  queue_ = std::make_shared<MpiOpQueue>([this](const OpRecord& record) { report(record); });
 }
 
 MpiCommunicator::~MpiCommunicator() { shutdown(); }
@@ -197,6 +197,11 @@ WorkPtr MpiCommunicator::enqueue_p2p(OpKind kind, int64_t bytes, int peer,
   task.record = OpRecord{kind, bytes, 0.0, 0.0, size_, peer, /*async=*/!issuing_sync()};
   task.post = std::move(post);
   task.finish = std::move(finish);
+  // The queue polls this op fast while a caller waits on it (a weak reference: a Work may
+  // outlive its communicator).
+  work->set_block_hook([queue = std::weak_ptr<MpiOpQueue>(queue_)](bool blocked) {
+    if (auto q = queue.lock()) q->caller_blocked(blocked);
+  });
   queue_->push(std::move(task));
   return work;
 }

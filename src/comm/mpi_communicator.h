@@ -56,7 +56,7 @@ class MpiCommunicator : public Communicator {
   int size_ = 1;
   bool owns_comm_ = false;
   bool shut_down_ = false;
-  std::unique_ptr<MpiOpQueue> queue_;
+  std::shared_ptr<MpiOpQueue> queue_;
 };
 
 // Initialises MPI with MPI_THREAD_MULTIPLE (checked; clear error if the library cannot) and

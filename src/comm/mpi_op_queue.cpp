@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -12,7 +13,18 @@ namespace {
 // How often the idle comm thread checks an inline op's deadline: timeouts fire at most this
 // late. Four wake-ups a second per communicator cost nothing measurable.
 constexpr std::chrono::milliseconds kWatchdogPeriod(250);
+// Pending point-to-point ops are tested every kFastPoll while a caller is blocked on one (its
+// core is idle then) and after every post or completion; with no caller waiting, the interval
+// doubles after each fruitless test up to kBackgroundPoll. Measured on a 2-core machine
+// (interleaved pipeline, sends pending for most of every compute action): at a fixed 50 us the
+// comm thread's 20000 wake-ups a second made the stage's compute 4-7 % longer in wall time than
+// in CPU time; a send completes at most kBackgroundPoll late, and nothing waits on it then.
+constexpr std::chrono::microseconds kFastPoll(50);
+constexpr std::chrono::microseconds kBackgroundPoll(1000);
+std::atomic<int64_t> g_poll_rounds{0};
 }  // namespace
+
+int64_t mpi_p2p_poll_rounds() { return g_poll_rounds.load(); }
 
 MpiOpQueue::~MpiOpQueue() {
   // Owners call stop() first; this only covers an owner that forgot (no timeout then).
@@ -65,6 +77,14 @@ bool MpiOpQueue::try_run_inline(MpiTask& task, double timeout_s) {
   return true;
 }
 
+void MpiOpQueue::caller_blocked(bool blocked) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocked_callers_ += blocked ? 1 : -1;
+  }
+  if (blocked) cv_.notify_all();  // out of a background sleep: poll fast from now
+}
+
 void MpiOpQueue::stop(double timeout_s) {
   std::unique_lock<std::mutex> lock(mutex_);
   stopping_ = true;
@@ -114,7 +134,12 @@ void MpiOpQueue::loop() {
           return;
         }
         if (!pending_.empty()) {  // sends/recvs in flight: test them again soon
-          cv_.wait_for(lock, std::chrono::microseconds(50));
+          if (blocked_callers_ > 0) {
+            cv_.wait_for(lock, kFastPoll);
+          } else {
+            cv_.wait_for(lock, poll_interval_);
+            poll_interval_ = std::min(poll_interval_ * 2, kBackgroundPoll);
+          }
           break;
         }
         // Idle: sleep until an op arrives, waking every kWatchdogPeriod to check on an op
@@ -151,12 +176,14 @@ void MpiOpQueue::post_p2p(MpiTask task) {
   try {
     MPI_Request request = task.post();
     pending_.push_back(PendingP2P{std::move(task), request});
+    poll_interval_ = kFastPoll;
   } catch (...) {
     complete(task, std::current_exception());
   }
 }
 
 void MpiOpQueue::poll_p2p() {
+  if (!pending_.empty()) g_poll_rounds.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < pending_.size();) {
     int done = 0;
     MPI_Status status;
@@ -167,6 +194,7 @@ void MpiOpQueue::poll_p2p() {
     }
     MpiTask task = std::move(pending_[i].task);
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    poll_interval_ = kFastPoll;
     std::exception_ptr error;
     try {
       if (task.finish) task.finish(status);

@@ -12,6 +12,8 @@
 // inline op outlives its timeout, it aborts the job exactly as Work::wait() would.
 #include <mpi.h>
 
+#include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -36,6 +38,10 @@ struct MpiTask {
   bool reported = true;  // false: not passed to the observer (internal setup ops)
 };
 
+// How many times the comm threads of this process have tested their pending point-to-point ops
+// (MPI_Test rounds), for tests of the polling rate.
+int64_t mpi_p2p_poll_rounds();
+
 class MpiOpQueue {
  public:
   using Reporter = std::function<void(const OpRecord&)>;
@@ -45,6 +51,12 @@ class MpiOpQueue {
   MpiOpQueue& operator=(const MpiOpQueue&) = delete;
 
   void push(MpiTask task);
+
+  // A caller thread starts (true) or stops (false) blocking on one of this queue's
+  // point-to-point ops. While none does, pending sends and receives are polled with a backoff
+  // from kFastPoll to kBackgroundPoll (each poll wakes this thread on the core the caller
+  // computes on); while one does, every kFastPoll.
+  void caller_blocked(bool blocked);
 
   // Runs a collective task on the calling thread if the queue is idle; false (task untouched)
   // otherwise, and the caller pushes it instead.
@@ -80,6 +92,8 @@ class MpiOpQueue {
   bool exited_ = false;
   std::thread thread_;
   std::vector<PendingP2P> pending_;  // comm thread only
+  int blocked_callers_ = 0;           // callers inside wait() on a p2p op (caller_blocked)
+  std::chrono::microseconds poll_interval_{50};  // comm thread only: the next background poll
 };
 
 }  // namespace hlp::comm

@@ -7,11 +7,18 @@ namespace hlp::comm {
 
 void ThreadWork::wait_until_done() {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto limit = std::chrono::duration<double>(timeout_s_);
-  if (!done_cv_.wait_for(lock, limit, [this] { return done_; })) {
+  const bool tell = block_hook_ && !done_;
+  if (tell) {  // outside this op's lock: the hook takes the queue's
     lock.unlock();
-    abort_on_timeout(kind_, bytes_, timeout_s_);
+    block_hook_(true);
+    lock.lock();
   }
+  const auto limit = std::chrono::duration<double>(timeout_s_);
+  const bool done = done_cv_.wait_for(lock, limit, [this] { return done_; });
+  lock.unlock();
+  if (tell) block_hook_(false);
+  if (!done) abort_on_timeout(kind_, bytes_, timeout_s_);
+  lock.lock();
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -2,6 +2,7 @@
 // A Work completed by another thread (the communication thread of an MPI communicator).
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 
 #include "comm/communicator.h"
@@ -18,6 +19,10 @@ class ThreadWork : public Work {
   // Called once by the thread that ran the op; error is null on success.
   void mark_done(std::exception_ptr error);
 
+  // Told true when a caller starts blocking on this op (it was not done yet) and false when
+  // that caller returns: the MPI queue polls point-to-point ops fast only while a caller waits.
+  void set_block_hook(std::function<void(bool)> hook) { block_hook_ = std::move(hook); }
+
  protected:
   void wait_until_done() override;
 
@@ -29,6 +34,7 @@ class ThreadWork : public Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::function<void(bool)> block_hook_;
 };
 
 // Prints the timeout line ("rank R: all_reduce of N bytes did not complete within T s; ...")

@@ -2,6 +2,7 @@
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <stdexcept>
@@ -292,6 +293,38 @@ PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double
                                   "table of " + std::to_string(n) + " actions");
   return run_clock(spec,
                    [&](int s, size_t i, const PipeAction&) { return durations[size_t(s)][i]; });
+}
+
+std::vector<PipeCosts> mean_costs(const PipeSpec& spec,
+                                  const std::vector<std::vector<double>>& durations) {
+  if (int(durations.size()) != spec.stages)
+    throw std::invalid_argument("mean_costs: one duration list per stage");
+  const int64_t n = stage_action_count(spec);
+  const size_t G = size_t(spec.virtual_stages());
+  std::vector<PipeCosts> sum(G, PipeCosts{0.0, 0.0, 0.0});
+  std::vector<std::array<int64_t, 3>> count(G, {0, 0, 0});  // F, B or BW, W
+  for (int s = 0; s < spec.stages; ++s) {
+    const auto& d = durations[size_t(s)];
+    if (int64_t(d.size()) != n)
+      throw std::invalid_argument("mean_costs: " + std::to_string(d.size()) + " durations for " +
+                                  "a table of " + std::to_string(n) + " actions");
+    const std::vector<PipeAction> actions = stage_actions(spec, s);
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const size_t g = size_t(spec.virtual_stage(s, actions[i].chunk));
+      switch (actions[i].op) {
+        case PipeOp::F: sum[g].f += d[i]; ++count[g][0]; break;
+        case PipeOp::BW:
+        case PipeOp::B: sum[g].b += d[i]; ++count[g][1]; break;
+        case PipeOp::W: sum[g].w += d[i]; ++count[g][2]; break;
+      }
+    }
+  }
+  for (size_t g = 0; g < G; ++g) {
+    if (count[g][0] > 0) sum[g].f /= double(count[g][0]);
+    if (count[g][1] > 0) sum[g].b /= double(count[g][1]);
+    if (count[g][2] > 0) sum[g].w /= double(count[g][2]);
+  }
+  return sum;
 }
 
 double bubble_theory(const PipeSpec& spec, double f, double b, double w) {

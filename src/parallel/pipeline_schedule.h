@@ -127,6 +127,12 @@ PipeSimulation simulate(const PipeSpec& spec, const std::vector<PipeCosts>& cost
 // list does not have its table's length.
 PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double>>& durations);
 
+// The mean duration of each virtual stage's F, B and W (a fused BW counted as b, w = 0) in one
+// step's durations (as replay() takes them): the per-chunk costs a step had, for simulate().
+// Throws std::invalid_argument like replay().
+std::vector<PipeCosts> mean_costs(const PipeSpec& spec,
+                                  const std::vector<std::vector<double>>& durations);
+
 // The length of stage s's table without building it (M F and M V backward units...), to check
 // input before generating a table whose size comes from a file.
 int64_t stage_action_count(const PipeSpec& spec);

@@ -12,7 +12,9 @@ Then 1f1b, interleaved (V = 2) and zb-h1 at m = 4, and for every run the replay
 (bubble_fraction_replay: the trace's own span durations run through the schedule's tables on
 the ideal clock): it exists for every schedule, is exactly 1/2 for gpipe at m = 1 (four spans in
 sequence on two stages), and never exceeds the measured bubble (the same durations without
-message latency), up to the clock alignment error.
+message latency), up to the clock alignment error. The step theory (bubble_fraction_step_theory:
+the tables at each step's mean F / B / W per chunk) exists for every schedule and is exactly 1/2
+for gpipe at m = 1 too.
 Prints trace / in-process / replay / theory for each run.
 Usage: check_trace_bubble_real.py MPIEXEC HLP_TRAIN HLP_ANALYZE OUTDIR"""
 import csv
@@ -75,6 +77,9 @@ expect(val(4, "bubble_fraction_trace") < val(1, "bubble_fraction_trace"),
        f"more micro-batches, smaller bubble: m=4 {val(4, 'bubble_fraction_trace')} < "
        f"m=1 {val(1, 'bubble_fraction_trace')}")
 
+expect(abs(val(1, "bubble_fraction_step_theory") - 0.5) < 1e-9,
+       f"m=1 gpipe at its step's stage costs: idle exactly half: "
+       f"{val(1, 'bubble_fraction_step_theory')}")
 expect(abs(val(1, "bubble_fraction_replay") - 0.5) < 1e-9,
        f"m=1 gpipe replayed: four spans in sequence on two stages idle exactly half: "
        f"{val(1, 'bubble_fraction_replay')}")
@@ -84,14 +89,16 @@ os.makedirs(SCHEDULES)
 for schedule, extra in (("1f1b", []), ("interleaved", ["--pp-virtual", "2"]), ("zb-h1", [])):
     train(os.path.join("schedules", schedule), schedule, 4, *extra)
 runs = list(rows.values()) + table(SCHEDULES)
-print("pp=2 run                         trace   replay   theory")
+print("pp=2 run                         trace   replay   step theory   theory")
 for r in runs:
     name = f"{r['pp_schedule']} V={r['pp_virtual']} m={r['micro_batches']}"
-    trace, replay, theory = (float(r[c]) for c in
-                             ("bubble_fraction_trace", "bubble_fraction_replay",
-                              "bubble_fraction_theory"))
-    print(f"  {name:30} {trace:.4f}  {replay:.4f}   {theory:.4f}")
+    trace, replay, step_theory, theory = (float(r[c]) for c in
+                                          ("bubble_fraction_trace", "bubble_fraction_replay",
+                                           "bubble_fraction_step_theory",
+                                           "bubble_fraction_theory"))
+    print(f"  {name:30} {trace:.4f}  {replay:.4f}   {step_theory:.4f}        {theory:.4f}")
     expect(0 < replay < 1, f"{name}: replayed bubble {replay} in (0, 1)")
+    expect(0 < step_theory < 1, f"{name}: step theory {step_theory} in (0, 1)")
     expect(replay <= trace + 0.02,
            f"{name}: the replay (no message latency) {replay} <= the measured {trace} + 0.02")
 

@@ -2,7 +2,11 @@
 // computes locally. Run under mpiexec at 2 and 4 ranks.
 #include "catch_aten.h"
 
+#include <chrono>
+#include <thread>
+
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_op_queue.h"
 #include "mpi_test_world.h"
 #include "tensor_check.h"
 
@@ -163,6 +167,36 @@ TEST_CASE("send/recv around a ring, both async, completes without deadlock", "[m
         INFO(describe(dtype, numel, contiguous, true));
         CHECK(mismatch(in, rank_values(prev, numel)) == "");
       }
+}
+
+TEST_CASE("a pending send nobody waits on is polled with a backoff, not every 50 us",
+          "[mpi][p2p]") {
+  // The comm thread tests a pending op at most every 1 ms (after a short fast start) while no
+  // caller waits on it: it runs on the core the caller computes on. At a fixed 50 us it made
+  // 20000 wake-ups a second (rank 0 here: up to ~8000 rounds in the 400 ms).
+  auto& comm = test_world();
+  if (comm.size() < 2) return;
+  const int64_t numel = int64_t(1) << 20;  // 4 MiB: rendezvous, pending until rank 1 receives
+  const auto pause = std::chrono::milliseconds(400);
+  if (comm.rank() == 0) {
+    at::Tensor out = at::full({numel}, 3.0, at::kFloat);
+    auto sent = comm.send_async(out, 1, /*tag=*/7);
+    const int64_t before = hlp::comm::mpi_p2p_poll_rounds();
+    std::this_thread::sleep_for(pause);
+    const int64_t rounds = hlp::comm::mpi_p2p_poll_rounds() - before;
+    CHECK_FALSE(sent->is_completed());  // the send was pending all along
+    sent->wait();
+    // 400 rounds at 1 ms plus the first few at 50 us .. 500 us, plus slack for late wake-ups
+    // (which only make fewer rounds)
+    CHECK(rounds <= 400 + 20);
+    CHECK(rounds > 0);
+  } else if (comm.rank() == 1) {
+    std::this_thread::sleep_for(pause + std::chrono::milliseconds(100));
+    at::Tensor in = at::zeros({numel}, at::kFloat);
+    comm.recv(in, 0, /*tag=*/7);
+    CHECK(at::equal(in, at::full({numel}, 3.0, at::kFloat)));
+  }
+  comm.barrier();
 }
 
 TEST_CASE("recv matches sends by tag, not by order", "[mpi][p2p]") {

@@ -173,3 +173,42 @@ TEST_CASE("pipeline schedules: a replay of measured durations runs the same cloc
   CHECK(replay(one, {{1.0, 3.0}, {2.0, 4.0}}).bubble_fraction() == Approx(0.5));
   CHECK_THROWS_AS(replay(one, {{1.0}, {2.0, 4.0}}), std::invalid_argument);
 }
+
+TEST_CASE("pipeline schedules: a step's mean per-chunk costs give its theory (step theory)",
+          "[parallel][schedule]") {
+  for (const auto& s : all_specs()) {
+    INFO(name(s));
+    // every virtual stage its own costs; each action's duration spread around them by +-20 %
+    // in alternation, so the mean is the cost again
+    std::vector<PipeCosts> costs;
+    for (int g = 0; g < s.virtual_stages(); ++g)
+      costs.push_back({1.0 + 0.1 * g, 1.5 + 0.05 * g, s.splits_backward() ? 0.5 : 0.0});
+    std::vector<std::vector<double>> durations;
+    for (int stage = 0; stage < s.stages; ++stage) {
+      durations.emplace_back();
+      std::map<std::pair<int, int>, int> seen;  // (chunk, op): how many so far
+      for (const auto& a : stage_actions(s, stage)) {
+        const int k = seen[{a.chunk, int(a.op)}]++;
+        const double spread = s.micro_batches % 2 == 0 ? (k % 2 == 0 ? 1.2 : 0.8) : 1.0;
+        durations.back().push_back(costs[size_t(s.virtual_stage(stage, a.chunk))].of(a.op) * spread);
+      }
+    }
+    const std::vector<PipeCosts> mean = mean_costs(s, durations);
+    REQUIRE(mean.size() == costs.size());
+    for (size_t g = 0; g < costs.size(); ++g) {
+      CHECK(mean[g].f == Approx(costs[g].f));
+      CHECK(mean[g].b + mean[g].w == Approx(costs[g].b + costs[g].w));
+      if (s.splits_backward()) CHECK(mean[g].w == Approx(costs[g].w));
+    }
+    CHECK(simulate(s, mean).makespan == Approx(simulate(s, costs).makespan));
+  }
+  // equal stages: the step theory is the closed form
+  const auto one = spec("1f1b", 2, 8);
+  std::vector<std::vector<double>> equal(2);
+  for (int stage = 0; stage < 2; ++stage)
+    for (const auto& a : stage_actions(one, stage))
+      equal[size_t(stage)].push_back(PipeCosts{1.0, 2.0, 0.0}.of(a.op));
+  CHECK(simulate(one, mean_costs(one, equal)).bubble_fraction() ==
+        Approx(bubble_theory(one, 1.0, 2.0, 0.0)).margin(1e-12));
+  CHECK_THROWS_AS(mean_costs(one, {{1.0}, {2.0}}), std::invalid_argument);
+}
