@@ -289,10 +289,12 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
              "pipeline window, mean over stages and steps after warm-up; definition in "
              "analysis/README.md), dashed lines each schedule's own theory (docs/strategies.md: "
              "(p-1)/(m+p-1) for gpipe and 1f1b, divided by V for interleaved, zero bubble's "
-             "(p-1)(F+B-W) at the run's measured F, B and W).");
+             "(p-1)(F+B-W) at the run's measured F, B and W: equal stages), crosses the step "
+             "theory (the schedule's tables at each step's measured mean F, B and W per chunk: "
+             "the stages as unequal as they were).");
   // series -> m -> bubble, apart for rows measured from the trace and rows without a trace;
   // series -> m -> the row's theory
-  std::map<std::string, std::map<double, double>> traced, untraced, theory;
+  std::map<std::string, std::map<double, double>> traced, untraced, theory, step_theory;
   std::vector<std::string> fallbacks;
   std::set<std::string> lora_ranks;
   for (const auto& r : rows)
@@ -305,6 +307,8 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
     const std::string name = schedule_series_name(r, lora_ranks.size() > 1);
     if (from_trace) {
       traced[name].emplace(double(m), b);
+      if (!std::isnan(r.bubble_fraction_step_theory))
+        step_theory[name].emplace(double(m), r.bubble_fraction_step_theory);
     } else if (untraced[name].emplace(double(m), b).second) {
       fallbacks.push_back(name + " m=" + std::to_string(m));
     }
@@ -324,25 +328,28 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
   std::set<std::string> names;
   double max_m = 1.0;
   std::vector<Series> series;
-  enum class Kind { traced, untraced, theory };
+  enum class Kind { traced, untraced, theory, step_theory };
   std::vector<Kind> kinds;
   std::vector<std::string> series_of;
-  for (const auto* by_name : {&traced, &untraced, &theory})
+  for (const auto* by_name : {&traced, &untraced, &theory, &step_theory})
     for (const auto& [name, pts] : *by_name) {
-      const Kind kind = by_name == &traced ? Kind::traced
-                        : by_name == &untraced ? Kind::untraced : Kind::theory;
+      const Kind kind = by_name == &traced     ? Kind::traced
+                        : by_name == &untraced ? Kind::untraced
+                        : by_name == &theory   ? Kind::theory
+                                               : Kind::step_theory;
       names.insert(name);
       max_m = std::max(max_m, pts.rbegin()->first);
       series.push_back({name + (kind == Kind::traced     ? " trace"
                                 : kind == Kind::untraced ? " in-process (no trace)"
-                                                         : " theory"),
+                                : kind == Kind::theory   ? " theory"
+                                                         : " step theory"),
                         {pts.begin(), pts.end()}});
       kinds.push_back(kind);
       series_of.push_back(name);
     }
   write_series(dir + "/pipeline_bubble.dat", series, "micro_batches  bubble_fraction", false);
-  // One colour per pipeline (p, schedule, V): its points (filled: trace, open: in-process) and
-  // its theory as a dashed line through the theory at each m.
+  // One colour per pipeline (p, schedule, V): its points (filled: trace, open: in-process,
+  // cross: step theory) and its theory as a dashed line through the theory at each m.
   std::map<std::string, size_t> colour;
   for (const auto& name : names) colour.emplace(name, colour.size() + 1);
   std::ostringstream body;
@@ -352,7 +359,10 @@ Figure bubble(const std::vector<ConfigRow>& rows, const std::string& dir) {
   for (size_t i = 0; i < series.size(); ++i) {
     body << (i ? ", \\\n     " : "") << "'pipeline_bubble.dat' index " << i << " using 1:2 with "
          << (kinds[i] == Kind::theory ? std::string("lines dt 2 lw 2")
-                                      : "points pt " + std::string(kinds[i] == Kind::traced ? "7" : "6") +
+                                      : "points pt " +
+                                            std::string(kinds[i] == Kind::traced     ? "7"
+                                                        : kinds[i] == Kind::untraced ? "6"
+                                                                                     : "2") +
                                             " ps 1.8")
          << " lc " << colour[series_of[i]] << " title " << gp_quote(series[i].name);
   }
