@@ -12,8 +12,8 @@
 // inline op outlives its timeout, it aborts the job exactly as Work::wait() would.
 #include <mpi.h>
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
