@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -61,8 +62,9 @@ const char* kUsage =
     "                      order, the line's index first (column run); runs that differ only in\n"
     "                      strategy and mesh share their probes\n"
     "  --calibrate DIR     fit the compute efficiency and the link bandwidth (two scales of the\n"
-    "                      --gpu numbers) to the measured step times of the result files in DIR;\n"
-    "                      prints each run's error before and after\n"
+    "                      --gpu numbers) to the measured step times of the result files in DIR\n"
+    "                      (on the CPU at the peak each run measured); prints each run's error\n"
+    "                      before and after\n"
     "hlp-train's options (--model, --seq-len, --global-batch, --micro-batch, --lora-rank,\n"
     "--precision, --activation-checkpointing, --pp-split, --cp-layout, --config FILE.ini ...)\n"
     "describe the run; see hlp-train --help. The layer kinds' activations are probed on this\n"
@@ -119,15 +121,30 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
                              reader.attr_string(metrics::schema::kAttrDeviceName))
             : gpu_override;
     if (gpu.empty()) continue;
-    const std::string device_key = gpu + "/" + c.precision + "/" + std::to_string(world);
-    if (!devices.count(device_key)) devices[device_key] = train::plan_device(gpu, c.precision, world);
+    // A CPU run's own peak (hlp-train measured it at start with the run's threads), not one
+    // measured now with hlp-plan's: the fit then scales what the run's prediction used.
+    double peak = 0;
+    std::string peak_source;
+    if (gpu == "cpu" && reader.has_attr(metrics::schema::kAttrPeakFlopsPerDevice)) {
+      peak = reader.attr_double(metrics::schema::kAttrPeakFlopsPerDevice);
+      if (reader.has_attr(metrics::schema::kAttrPeakFlopsSource))
+        peak_source = reader.attr_string(metrics::schema::kAttrPeakFlopsSource) + " (from " +
+                      std::filesystem::path(path).filename().string() + ")";
+      if (!(peak > 0) || !std::isfinite(peak)) peak = 0;  // missing or damaged: measure here
+    }
+    const std::string device_key = gpu + "/" + c.precision + "/" + std::to_string(world) + "/" +
+                                   std::to_string(peak);
+    if (!devices.count(device_key))
+      devices[device_key] = train::plan_device(gpu, c.precision, world, peak, peak_source);
     train::CalibrationRun run;
     run.path = path;
     run.inputs = inputs_for(c);
     run.inputs.device = devices.at(device_key);
     run.shape = train::run_shape(run.inputs, world);
     run.row.candidate = run.shape.candidate;
-    run.label = run.shape.candidate.name() + " T " + std::to_string(c.seq_len);
+    run.label = run.shape.candidate.name() + " T " + std::to_string(c.seq_len) +
+                (c.activation_checkpointing ? " ckpt" : "") + " (" +
+                std::filesystem::path(path).filename().string() + ")";
     const auto steps = reader.steps(metrics::schema::kStepTime);
     std::vector<double> slowest;
     for (int64_t s = 1; s < steps.steps; ++s) {

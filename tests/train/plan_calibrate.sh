@@ -13,7 +13,14 @@ opts=(--model tiny --seq-len 128 --global-batch 4 --micro-batch 1 --steps 4 --th
   || { cat "$dir/ddp.log"; exit 1; }
 out=$("$plan" --calibrate "$dir")
 echo "$out"
-[ "$(grep -c '^| single n=1 T 128 \|^| ddp n=2 T 128 ' <<< "$out")" -eq 2 ] || { echo "FAIL: want a row per run"; exit 1; }
+[ "$(grep -c '^| single n=1 T 128 (single.h5) \|^| ddp n=2 T 128 (ddp.h5) ' <<< "$out")" -eq 2 ] || { echo "FAIL: want a row per run"; exit 1; }
+# "predicted before" is the prediction hlp-train recorded for its own run (/model plan_step_s):
+# the same model on the CPU peak the run measured, not one hlp-plan measures now
+for run in single ddp; do
+  recorded=$(/usr/bin/python3 -c "import h5py, sys; print('%.4g' % h5py.File(sys.argv[1], 'r')['model'].attrs['plan_step_s'])" "$dir/$run.h5")
+  before_run=$(grep "($run.h5)" <<< "$out" | awk -F'|' '{ gsub(/ /, "", $4); print $4 }')
+  [ "$recorded" = "$before_run" ] || { echo "FAIL: $run: predicted before $before_run, recorded in the file $recorded"; exit 1; }
+done
 line=$(grep '^mean |log' <<< "$out")
 before=$(sed -n 's/.*: \([0-9.]*\) before, \([0-9.]*\) after.*/\1/p' <<< "$line")
 after=$(sed -n 's/.*: \([0-9.]*\) before, \([0-9.]*\) after.*/\2/p' <<< "$line")
