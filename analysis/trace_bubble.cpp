@@ -127,17 +127,17 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
           for (const auto& [start, end] : s) durations.back().push_back(std::max(0.0, end - start));
         }
         if (replayable) {
-          const parallel::PipeSimulation sim = parallel::replay(*spec, durations);
-          for (double idle : sim.idle) {
-            out.replay_sum[col] += sim.makespan > 0 ? idle / sim.makespan : 0.0;
-            out.replay_count[col] += 1;
-          }
-          const parallel::PipeSimulation theory =
-              parallel::simulate(*spec, parallel::mean_costs(*spec, durations));
-          for (double idle : theory.idle) {
-            out.step_theory_sum[col] += theory.makespan > 0 ? idle / theory.makespan : 0.0;
-            out.step_theory_count[col] += 1;
-          }
+          // every stage's idle share of the simulated step into (sums, counts) of this step
+          auto add = [&](const parallel::PipeSimulation& sim, std::vector<double>& sums,
+                         std::vector<int64_t>& counts) {
+            for (double idle : sim.idle) {
+              sums[col] += sim.makespan > 0 ? idle / sim.makespan : 0.0;
+              counts[col] += 1;
+            }
+          };
+          add(parallel::replay(*spec, durations), out.replay_sum, out.replay_count);
+          add(parallel::simulate(*spec, parallel::mean_costs(*spec, durations)),
+              out.step_theory_sum, out.step_theory_count);
         }
       }
   return out;

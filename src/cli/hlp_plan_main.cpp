@@ -141,7 +141,6 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
     run.inputs = inputs_for(c);
     run.inputs.device = devices.at(device_key);
     run.shape = train::run_shape(run.inputs, world);
-    run.row.candidate = run.shape.candidate;
     run.label = run.shape.candidate.name() + " T " + std::to_string(c.seq_len) +
                 (c.activation_checkpointing ? " ckpt" : "") + " (" +
                 std::filesystem::path(path).filename().string() + ")";
@@ -158,18 +157,13 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
     runs.push_back(std::move(run));
   }
   if (runs.empty()) throw user_error("--calibrate ", dir, ": no result file with 2 or more steps of a known device");
-  std::vector<double> before;
-  for (auto& r : runs) {
-    train::PlanRow row = r.row;
-    train::predict_time(row, r.inputs, r.shape.stage_split(), r.shape.batch);
-    before.push_back(row.step_s);
-  }
   const train::Calibration cal = train::calibrate(runs);
   std::printf("hlp-plan --calibrate %s: %zu runs\n", dir.c_str(), runs.size());
   std::printf("| run | measured step s | predicted before | before / measured | predicted after | after / measured |\n|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < runs.size(); ++i)
     std::printf("| %s | %.4g | %.4g | %.2f | %.4g | %.2f |\n", runs[i].label.c_str(),
-                runs[i].measured_step_s, before[i], before[i] / runs[i].measured_step_s,
+                runs[i].measured_step_s, runs[i].predicted_before_step_s,
+                runs[i].predicted_before_step_s / runs[i].measured_step_s,
                 runs[i].predicted_step_s, runs[i].predicted_step_s / runs[i].measured_step_s);
   std::printf("mean |log(predicted / measured)|: %.3f before, %.3f after; fitted: efficiency x %.3f "
               "(%.3f of peak), link bandwidth x %.3g\n",
@@ -195,7 +189,6 @@ hlp::train::PlanDevice device_for(const std::string& gpu, const hlp::train::Trai
   return hlp::train::plan_device(gpu, c.precision, ranks, measured[threads].flops_per_s,
                                  measured[threads].source);
 }
-
 
 // What the activation probe of a configuration depends on: the configuration as hlp-train
 // writes it back (to_ini) with its mesh, schedule, output and step settings at their defaults

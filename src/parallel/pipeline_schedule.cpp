@@ -283,31 +283,37 @@ int64_t stage_action_count(const PipeSpec& spec) {
   return spec.splits_backward() ? 3 * units : 2 * units;
 }
 
-PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double>>& durations) {
+namespace {
+
+// A step's durations as replay() and mean_costs() take them: one list per stage, each its
+// table's length; else std::invalid_argument naming `who`.
+void check_durations(const char* who, const PipeSpec& spec,
+                     const std::vector<std::vector<double>>& durations) {
   if (int(durations.size()) != spec.stages)
-    throw std::invalid_argument("replay: one duration list per stage");
+    throw std::invalid_argument(std::string(who) + ": one duration list per stage");
   const int64_t n = stage_action_count(spec);
   for (const auto& d : durations)
     if (int64_t(d.size()) != n)
-      throw std::invalid_argument("replay: " + std::to_string(d.size()) + " durations for a " +
-                                  "table of " + std::to_string(n) + " actions");
+      throw std::invalid_argument(std::string(who) + ": " + std::to_string(d.size()) +
+                                  " durations for a table of " + std::to_string(n) + " actions");
+}
+
+}  // namespace
+
+PipeSimulation replay(const PipeSpec& spec, const std::vector<std::vector<double>>& durations) {
+  check_durations("replay", spec, durations);
   return run_clock(spec,
                    [&](int s, size_t i, const PipeAction&) { return durations[size_t(s)][i]; });
 }
 
 std::vector<PipeCosts> mean_costs(const PipeSpec& spec,
                                   const std::vector<std::vector<double>>& durations) {
-  if (int(durations.size()) != spec.stages)
-    throw std::invalid_argument("mean_costs: one duration list per stage");
-  const int64_t n = stage_action_count(spec);
+  check_durations("mean_costs", spec, durations);
   const size_t G = size_t(spec.virtual_stages());
   std::vector<PipeCosts> sum(G, PipeCosts{0.0, 0.0, 0.0});
   std::vector<std::array<int64_t, 3>> count(G, {0, 0, 0});  // F, B or BW, W
   for (int s = 0; s < spec.stages; ++s) {
     const auto& d = durations[size_t(s)];
-    if (int64_t(d.size()) != n)
-      throw std::invalid_argument("mean_costs: " + std::to_string(d.size()) + " durations for " +
-                                  "a table of " + std::to_string(n) + " actions");
     const std::vector<PipeAction> actions = stage_actions(spec, s);
     for (size_t i = 0; i < actions.size(); ++i) {
       const size_t g = size_t(spec.virtual_stage(s, actions[i].chunk));

@@ -292,7 +292,6 @@ double ring_s(double bytes, int n, double factor, const PlanDevice& d) {
   return factor * double(n - 1) / n * bytes / d.link_bytes_per_s + 2.0 * (n - 1) * d.link_latency_s;
 }
 
-
 }  // namespace
 
 void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
@@ -481,31 +480,34 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
 
 Calibration calibrate(std::vector<CalibrationRun>& runs) {
   Calibration cal;
-  auto error = [&](double efficiency_scale, double link_scale, bool keep) {
+  // keep: where each run's prediction goes (nullptr: only the error)
+  auto error = [&](double efficiency_scale, double link_scale,
+                   double CalibrationRun::*keep) {
     double sum = 0;
     for (auto& r : runs) {
       PlanInputs in = r.inputs;
       in.device.efficiency *= efficiency_scale;
       in.device.link_bytes_per_s *= link_scale;
-      PlanRow row = r.row;
+      PlanRow row;
+      row.candidate = r.shape.candidate;
       predict_time(row, in, r.shape.stage_split(), r.shape.batch);
       sum += std::abs(std::log(row.step_s / r.measured_step_s));
-      if (keep) r.predicted_step_s = row.step_s;
+      if (keep) r.*keep = row.step_s;
     }
     return runs.empty() ? 0.0 : sum / double(runs.size());
   };
-  cal.error_before = error(1.0, 1.0, false);
+  cal.error_before = error(1.0, 1.0, &CalibrationRun::predicted_before_step_s);
   double best = cal.error_before;
   for (double e = 0.05; e <= 4.0; e *= 1.02)
     for (double b = 0.01; b <= 100.0; b *= 1.25) {
-      const double err = error(e, b, false);
+      const double err = error(e, b, nullptr);
       if (err < best) {
         best = err;
         cal.efficiency_scale = e;
         cal.link_scale = b;
       }
     }
-  cal.error_after = error(cal.efficiency_scale, cal.link_scale, true);
+  cal.error_after = error(cal.efficiency_scale, cal.link_scale, &CalibrationRun::predicted_step_s);
   return cal;
 }
 

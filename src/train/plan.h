@@ -165,10 +165,10 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
 struct CalibrationRun {
   std::string path, label;
   PlanInputs inputs;
-  PlanRow row;  // its candidate
   RunShape shape;
-  double measured_step_s = 0;   // median after the first step, slowest rank
-  double predicted_step_s = 0;  // with the fitted numbers (filled by calibrate)
+  double measured_step_s = 0;          // median after the first step, slowest rank
+  double predicted_before_step_s = 0;  // with the device's numbers (filled by calibrate)
+  double predicted_step_s = 0;         // with the fitted numbers (filled by calibrate)
 };
 struct Calibration {
   double efficiency_scale = 1.0, link_scale = 1.0;  // multiply the device's efficiency, links
