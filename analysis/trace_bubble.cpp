@@ -79,11 +79,11 @@ TraceBubble trace_bubble(const std::vector<std::vector<metrics::TraceEvent>>& ev
       schedule->virtual_chunks >= 1 && schedule->virtual_chunks <= 1 << 16 &&
       schedule->micro_batches >= 1 && schedule->micro_batches <= 1 << 20) {
     parallel::PipeSpec s;
-    s.schedule = schedule->schedule;
     s.stages = int(pp);
     s.chunks = int(schedule->virtual_chunks);
     s.micro_batches = int(schedule->micro_batches);
-    try {
+    try {  // the file's text: an unknown schedule only loses the replay
+      s.schedule = parallel::parse_pipe_schedule(schedule->schedule);
       actions_per_stage = parallel::stage_action_count(s);
       spec = s;
     } catch (const UserError&) {

@@ -14,7 +14,8 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$(realpath -m "${1:-$here/build-gpu-bundle}")"
 limit_mib="${HLP_BUNDLE_LIMIT_MIB:-60}"
 
-# What HLP links or runs, as Debian bookworm names it (TOOLCHAIN.md, "The GPU machines").
+# What HLP links or runs, as Debian bookworm names it (docs/toolchain.md, "GPU machines without
+# MPI, HDF5 or network").
 packages=(
   # MPI: MPICH 4.0 (ch4:ucx), its launcher (hydra links libslurm and hwloc) and fabrics
   mpich libmpich12 libmpich-dev libucx0 libhwloc15 libslurm38

@@ -12,7 +12,8 @@
 // minimum over the repeats, in ms (layers: after one warm-up call; the model: the first repeat
 // is the warm-up, a model step at 16k is too long to run an extra time). Naive is skipped where its predicted T x T memory
 // (accounting.h attention_memory) exceeds --naive-budget-gib: the line says so.
-// Fix the BLAS pool (OPENBLAS_NUM_THREADS=1 with --threads 1): see TOOLCHAIN.md.
+// Fix the BLAS pool (OPENBLAS_NUM_THREADS=1 with --threads 1): docs/toolchain.md, "OpenBLAS and
+// its thread pool".
 #include <torch/torch.h>
 #include <torch/version.h>
 

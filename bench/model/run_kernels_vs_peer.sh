@@ -20,7 +20,7 @@ MICRO=${HLP_BENCH_MICRO:-4}
 WORLDS=${HLP_BENCH_WORLDS:-1 2}
 PYTHON=${PYTHON:-/usr/bin/python3}
 MPIEXEC=${MPIEXEC:-mpiexec}
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # bound every BLAS pool (TOOLCHAIN.md)
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # bound every BLAS pool (docs/toolchain.md)
 mkdir -p "$OUT"
 rm -f "$OUT"/*.h5 "$OUT"/*.json
 COMMON=(--model small --tokenizer byte --seq-len "$SEQ" --micro-batch "$MICRO"

@@ -3,7 +3,7 @@
 Same architecture, same parameter names (so the weights exported by hlp-export-init load by
 name), same order of floating-point operations where it matters:
   RMSNorm, SwiGLU, causal attention with RoPE / GQA / sliding window, Gated DeltaNet (chunked
-  core, REFERENCE.md section 1) in both variants (gated_deltanet, jetblock), LoRALinear with
+  core, docs/model-math.md) in both variants (gated_deltanet, jetblock), LoRALinear with
   scale alpha / r, tied embeddings, loss = mean cross entropy.
 
 Shapes in comments: B batch, T time, D hidden, H heads, dk / dv head dims, V vocab.

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "parallel/registry.h"
 #include "train_options.h"
 
 namespace hlp::sweep {
@@ -105,24 +106,31 @@ Sweep expand_sweep(const JobFile& job) {
       return it == values.end() ? std::string() : it->second;
     };
     config.ranks = as_count("ranks", get("ranks"), 1, job.path);
-    const std::string strategy = get("strategy");
-    const int tp = as_count("tp", get("tp"), 1, job.path), pp = as_count("pp", get("pp"), 1, job.path);
-    const int cp = as_count("cp", get("cp"), 1, job.path);
+    // The strategy as hlp-train will run it (the registry's defaults fill a pp / tp / cp
+    // strategy's own axis), named as hlp-train names it in the result file.
+    parallel::StrategySpec spec;
+    try {
+      spec.strategy = parallel::parse_strategy(get("strategy"));
+    } catch (const UserError& e) {
+      throw user_error(job.path, ": ", e.what());
+    }
+    spec.tp = as_count("tp", get("tp"), 1, job.path);
+    spec.pp = as_count("pp", get("pp"), 1, job.path);
+    spec.cp = as_count("cp", get("cp"), 1, job.path);
+    const std::optional<parallel::MeshAxis> own_axis = parallel::strategy_entry(spec.strategy).axis;
+    spec = parallel::with_defaults(spec, config.ranks);
 
     // Name: composite strategy, ranks, then every other swept axis in file order.
-    config.name = strategy;
-    config.label = strategy;
-    if (tp > 1 && strategy != "tp") config.name += "+tp" + std::to_string(tp);
-    if (pp > 1 && strategy != "pp") config.name += "+pp" + std::to_string(pp);
-    if (cp > 1 && strategy != "cp") config.name += "+cp" + std::to_string(cp);
+    config.name = spec.name();
     config.label = config.name + " n=" + std::to_string(config.ranks);
     config.name += "-n" + std::to_string(config.ranks);
     for (const Axis& axis : job.axes) {
       const std::string v = get(axis.name);
       if (axis.name == "strategy" || axis.name == "ranks") continue;
-      if ((axis.name == "tp" && strategy != "tp") || (axis.name == "pp" && strategy != "pp") ||
-          (axis.name == "cp" && strategy != "cp"))
-        continue;
+      bool in_composite = false;  // a model-parallel size is in the composite name already
+      for (const auto& a : parallel::axis_entries())
+        in_composite = in_composite || (axis.name == a.name && own_axis != a.axis);
+      if (in_composite) continue;
       config.name += "-" + name_token(axis.name, v);
       config.label += " " + axis.name + "=" + v;
     }
@@ -132,16 +140,22 @@ Sweep expand_sweep(const JobFile& job) {
     if (excluded) {
       ++sweep.excluded;
     } else {
-      // Impossible combinations that no exclude rule removed.
+      // Impossible combinations that no exclude rule removed (the registry's rules).
       std::string why;
-      if (tp < 1 || pp < 1 || cp < 1) why = "tp, pp and cp must be at least 1";
-      else if (config.ranks % (int64_t(tp) * pp * cp) != 0)
-        why = "ranks " + std::to_string(config.ranks) + " is not divisible by tp*pp*cp = " +
-              std::to_string(int64_t(tp) * pp * cp) + "; add 'exclude = ranks % (tp*pp*cp) != 0' to [sweep]";
-      else if (strategy == "single" && (config.ranks != 1 || tp != 1 || pp != 1 || cp != 1))
-        why = "strategy single runs on exactly one rank; add 'exclude = strategy=single & ranks!=1' to [sweep]";
-      if (!why.empty())
-        throw user_error(job.path, ": configuration '", config.name, "' is impossible: ", why);
+      try {
+        parallel::check_composition(spec);
+        parallel::check_world(spec, config.ranks);
+      } catch (const UserError& e) {
+        why = e.what();
+      }
+      if (!why.empty()) {
+        const char* hint = spec.strategy == parallel::StrategyKind::single
+                               ? "add 'exclude = strategy=single & ranks!=1' to [sweep]"
+                               : "add 'exclude = ranks % (tp*pp*cp) != 0' (or a rule for the "
+                                 "combination) to [sweep]";
+        throw user_error(job.path, ": configuration '", config.name, "' is impossible: ", why,
+                         "; ", hint);
+      }
       if (!names.insert(config.name).second)
         throw user_error(job.path, ": two configurations are both named '", config.name,
                          "'; give the axes distinct values");

@@ -3,7 +3,12 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/enum_names.h"
 #include "common/error.h"
+#include "model/config.h"
+#include "model/precision.h"
+#include "parallel/registry.h"
+#include "train/config.h"
 #ifdef HLP_SWEEP_WITH_TRAIN_CLI
 #include "cli/options.h"
 #endif
@@ -14,17 +19,17 @@ const std::vector<TrainOption>& train_options() {
   using K = ValueKind;
   static const std::vector<TrainOption> options = {
       // strategy and mesh
-      {"strategy", K::choice, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp", "cp"}, ""},
+      {"strategy", K::choice, parallel::strategy_names(), ""},
       {"tp", K::integer, {}, "tp"},
       {"pp", K::integer, {}, "pp"},
       {"cp", K::integer, {}, "cp"},
-      {"cp-layout", K::choice, {"zigzag", "contiguous"}, ""},
+      {"cp-layout", K::choice, enum_names(parallel::kCpLayoutNames), ""},
       // model
-      {"model", K::choice, {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large"}, ""},
+      {"model", K::choice, model::preset_names(), ""},
       {"pattern", K::text, {}, ""},
-      {"gdn-mode", K::choice, {"chunked", "recurrent"}, ""},
-      {"kernels", K::choice, {"fused", "reference"}, ""},
-      {"attn-impl", K::choice, {"auto", "naive", "blocked", "sdpa"}, ""},
+      {"gdn-mode", K::choice, enum_names(model::kGdnModeNames), ""},
+      {"kernels", K::choice, enum_names(model::kKernelsNames), ""},
+      {"attn-impl", K::choice, enum_names(model::kAttnImplNames), ""},
       {"activation-checkpointing", K::flag, {}, "ac"},
       // finetuning
       {"lora-rank", K::integer, {}, "r"},
@@ -46,7 +51,7 @@ const std::vector<TrainOption>& train_options() {
       {"threads", K::integer, {}, "th"},
       // pipeline
       {"pp-split", K::text, {}, "split-"},
-      {"pp-schedule", K::choice, {"gpipe", "1f1b", "interleaved", "zb-h1"}, ""},
+      {"pp-schedule", K::choice, enum_names(parallel::kPipeScheduleNames), ""},
       {"pp-virtual", K::integer, {}, "v"},
       {"micro-batches", K::integer, {}, "m"},
       // communication, run details (src/cli/options.cpp)
@@ -57,10 +62,10 @@ const std::vector<TrainOption>& train_options() {
       {"min-lr-ratio", K::number, {}, "minlr"},
       {"weight-decay", K::number, {}, "wd"},
       {"grad-clip", K::number, {}, "clip"},
-      {"precision", K::choice, {"fp32", "bf16", "fp16"}, ""},
+      {"precision", K::choice, enum_names(model::kPrecisionNames), ""},
       // device and communication backend (GPU runs: device = cuda, comm = nccl)
-      {"device", K::choice, {"auto", "cpu", "cuda"}, ""},
-      {"comm", K::choice, {"auto", "nccl", "mpi"}, "comm-"},
+      {"device", K::choice, enum_names(train::kDeviceKindNames), ""},
+      {"comm", K::choice, enum_names(train::kCommBackendNames), "comm-"},
       {"eval-every", K::integer, {}, "eval"},
       {"flush-every", K::integer, {}, "flush"},
       {"trace", K::flag, {}, "trace"},

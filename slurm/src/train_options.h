@@ -1,5 +1,7 @@
 #pragma once
-// The hlp-train options an experiment file may set (DESIGN.md, "The surfaces users touch").
+// The hlp-train options an experiment file may set (docs/architecture.md, "The surfaces users
+// touch"); the choices of each come from hlp-train's own tables (parallel/registry.h, the
+// option enums' EnumName tables).
 // hlp-sweep checks names and values against this table before it writes anything, so a typo in
 // a job file fails in a second on the login node instead of an hour later in the queue.
 // When hlp-train gains an option, add it here (or list it in a job file's `train-options`).

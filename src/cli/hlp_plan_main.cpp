@@ -29,6 +29,8 @@
 #include "metrics/torch_info.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/precision.h"
+#include "parallel/registry.h"
 #include "train/plan.h"
 #include "train/thread_pools.h"
 #include "train/trainer.h"
@@ -132,7 +134,8 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
                       std::filesystem::path(path).filename().string() + ")";
       if (!(peak > 0) || !std::isfinite(peak)) peak = 0;  // missing or damaged: measure here
     }
-    const std::string device_key = gpu + "/" + c.precision + "/" + std::to_string(world) + "/" +
+    const std::string device_key = gpu + "/" + model::to_string(c.precision) + "/" +
+                                   std::to_string(world) + "/" +
                                    std::to_string(peak);
     if (!devices.count(device_key))
       devices[device_key] = train::plan_device(gpu, c.precision, world, peak, peak_source);
@@ -314,11 +317,16 @@ int main(int argc, char** argv) {
         throw user_error("--ranks takes world sizes from 1 to 65536 (got '", r, "')");
       ranks.push_back(int(n));
     }
-    const auto wanted = split_list(strategies);
-    for (const auto& s : wanted)
-      if (s != "single" && s != "ddp" && s != "fsdp" && s != "fsdp2" && s != "pp" && s != "tp" &&
-          s != "cp")
-        throw user_error("--strategies: unknown strategy '", s, "' (single, ddp, fsdp, fsdp2, pp, tp, cp)");
+    std::vector<parallel::StrategyKind> wanted;
+    for (const auto& s : split_list(strategies)) {
+      try {
+        wanted.push_back(parallel::parse_strategy(s));
+      } catch (const UserError&) {
+        std::string names;
+        for (const auto& n : parallel::strategy_names()) names += (names.empty() ? "" : ", ") + n;
+        throw user_error("--strategies: unknown strategy '", printable(s), "' (", names, ")");
+      }
+    }
     auto parsed = cli::parse_train_args(int(rest.size()), rest.data());
     if (parsed.action == cli::Action::Help) {
       std::cout << kUsage;

@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "cli/program_options_error.h"
+#include "common/enum_names.h"
 #include "common/error.h"
 #include "common/printable.h"
+#include "parallel/registry.h"
 
 namespace po = boost::program_options;
 
@@ -49,6 +51,25 @@ class OptionTable {
     });
   }
 
+  // A choice parsed once into its enum (`parse` throws UserError naming the option and the
+  // choices); printed back with `print`.
+  template <typename E>
+  void add_choice(po::options_description& group, const char* name, E train::TrainConfig::*field,
+                  E (*parse)(const std::string&), const char* (*print)(E),
+                  const std::string& help) {
+    E* target = &(config_.*field);
+    group.add_options()(name,
+                        po::value<std::string>()
+                            ->default_value(print(*target))
+                            ->notifier([target, parse](const std::string& text) {
+                              *target = parse(text);
+                            }),
+                        help.c_str());
+    printers_.push_back([name, field, print](const train::TrainConfig& c) {
+      return std::string(name) + " = " + print(c.*field);
+    });
+  }
+
   void add_flag(po::options_description& group, const char* name,
                 bool train::TrainConfig::*field, const char* help) {
     bool* target = &(config_.*field);
@@ -73,6 +94,51 @@ class OptionTable {
   std::vector<std::function<std::string(const train::TrainConfig&)>> printers_;
 };
 
+// Parsers and printers of the option enums that have a names table.
+const char* print_precision(model::Precision p) { return model::to_string(p); }
+model::Precision parse_precision(const std::string& t) { return model::parse_precision(t); }
+model::GdnMode parse_gdn_mode(const std::string& t) { return model::parse_gdn_mode(t); }
+const char* print_gdn_mode(model::GdnMode m) { return enum_name(m, model::kGdnModeNames); }
+model::Kernels parse_kernels(const std::string& t) { return model::parse_kernels(t); }
+const char* print_kernels(model::Kernels k) { return enum_name(k, model::kKernelsNames); }
+model::AttnImpl parse_attn_impl(const std::string& t) { return model::parse_attn_impl(t); }
+const char* print_attn_impl(model::AttnImpl a) { return enum_name(a, model::kAttnImplNames); }
+parallel::StrategyKind parse_strategy(const std::string& t) { return parallel::parse_strategy(t); }
+const char* print_strategy(parallel::StrategyKind k) { return parallel::to_string(k); }
+parallel::PipeSchedule parse_schedule(const std::string& t) {
+  return parallel::parse_pipe_schedule(t);
+}
+const char* print_schedule(parallel::PipeSchedule s) { return parallel::to_string(s); }
+parallel::CpLayout parse_cp_layout(const std::string& t) { return parallel::parse_cp_layout(t); }
+const char* print_cp_layout(parallel::CpLayout l) { return parallel::to_string(l); }
+train::DeviceKind parse_device(const std::string& t) {
+  return parse_enum("device", t, train::kDeviceKindNames);
+}
+const char* print_device(train::DeviceKind d) { return train::to_string(d); }
+train::CommBackend parse_comm(const std::string& t) {
+  return parse_enum("comm", t, train::kCommBackendNames);
+}
+const char* print_comm(train::CommBackend c) { return train::to_string(c); }
+
+// --strategy's help from the registry: what a rank holds under each, and what combines.
+std::string strategy_help() {
+  std::string names, holds, composes;
+  for (const auto& e : parallel::strategy_entries()) {
+    names += std::string(names.empty() ? "" : " | ") + e.name;
+    holds += std::string(holds.empty() ? "" : "; ") + e.name + ": " + e.holds;
+    if (!e.composes_with.empty()) composes += std::string(composes.empty() ? "" : ", ") + e.name;
+  }
+  std::string axes, not_with;
+  for (const auto& a : parallel::axis_entries()) {
+    axes += std::string(axes.empty() ? "" : "/") + "--" + a.name;
+    for (const auto& pair : a.not_with)
+      not_with += std::string("; --") + a.name + " with --" +
+                  parallel::axis_entry(pair.first).name + " is not implemented";
+  }
+  return names + ". " + holds + ". " + composes + " compose with " + axes + not_with +
+         "; the data-parallel size is what remains of the world size";
+}
+
 struct Descriptions {
   po::options_description visible{"hlp-train options", 100};
   po::options_description command_only{"Command", 100};
@@ -81,9 +147,7 @@ struct Descriptions {
 void describe(OptionTable& t, Descriptions& d) {
   using C = train::TrainConfig;
   po::options_description par("Parallelism (world size comes from mpiexec / srun)", 100);
-  t.add(par, "strategy", &C::strategy,
-        "single | ddp | fsdp | fsdp2 | pp | tp | cp. ddp/fsdp/fsdp2 compose with --tp/--pp/--cp; "
-        "the data-parallel size is what remains of the world size");
+  t.add_choice(par, "strategy", &C::strategy, parse_strategy, print_strategy, strategy_help());
   t.add(par, "tp", &C::tp,
         "tensor-parallel size (innermost mesh axis); --strategy tp without it uses every rank");
   t.add(par, "pp", &C::pp,
@@ -92,14 +156,14 @@ void describe(OptionTable& t, Descriptions& d) {
         "context-parallel size: every sequence is split along T over cp ranks (G layers pass "
         "their delta-rule state between ranks, S layers a window halo, A layers ring attention); "
         "composes with ddp, fsdp2 and --tp; --strategy cp without it uses every rank (per tp group)");
-  t.add(par, "cp-layout", &C::cp_layout,
+  t.add_choice(par, "cp-layout", &C::cp_layout, parse_cp_layout, print_cp_layout,
         "which pieces of the sequence a cp rank holds: zigzag (2 cp pieces, rank r holds r and "
         "2cp-1-r: equal causal-attention work on every rank) | contiguous (piece r)");
   t.add(par, "pp-split", &C::pp_split,
         "pipeline stage split: uniform (layer count) | params (trainable parameter count, as "
         "DeepSpeed) | balanced (per-layer cost model) | profiled (per-layer-kind times measured "
         "at start) | L0,L1,... (first layer of each stage)");
-  t.add(par, "pp-schedule", &C::pp_schedule,
+  t.add_choice(par, "pp-schedule", &C::pp_schedule, parse_schedule, print_schedule,
         "pipeline schedule: gpipe | 1f1b | interleaved (Megatron's interleaved 1F1B, needs "
         "--pp-virtual) | zb-h1 (zero bubble H1: backward split into input- and weight-gradient "
         "passes, W deferred into the bubble)");
@@ -111,7 +175,7 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(par, "bucket-mb", &C::bucket_mb, "DDP gradient bucket size in MiB");
   t.add(par, "comm-timeout-s", &C::comm_timeout_s,
         "seconds a collective may wait for its peers before the job aborts with an error");
-  t.add(par, "comm", &C::comm,
+  t.add_choice(par, "comm", &C::comm, parse_comm, print_comm,
         "communication backend: auto (nccl for --device cuda, mpi for cpu) | nccl (CUDA "
         "tensors, one GPU per rank) | mpi (CPU tensors; CUDA tensors are staged through "
         "pinned host memory, so several ranks may share one GPU)");
@@ -122,7 +186,7 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(model, "pattern", &C::pattern,
         "layer pattern overriding the preset, one letter a layer: G gated-delta linear, "
         "A full attention, S sliding-window attention (e.g. GGGAGGGS)");
-  t.add(model, "gdn-mode", &C::gdn_mode,
+  t.add_choice(model, "gdn-mode", &C::gdn_mode, parse_gdn_mode, print_gdn_mode,
         "Gated DeltaNet core: chunked (parallel, default) | recurrent (token-by-token reference)");
   t.add(model, "model-config", &C::model_config,
         "Hugging Face config.json (or its directory) of a Jet-Nemotron / Qwen2 model; replaces "
@@ -130,10 +194,10 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(model, "init-from", &C::init_from,
         "start from pretrained weights: a model directory, a .safetensors file or a "
         "model.safetensors.index.json (Hugging Face names); each rank reads only what it holds");
-  t.add(model, "kernels", &C::kernels,
+  t.add_choice(model, "kernels", &C::kernels, parse_kernels, print_kernels,
         "fused (default: fused CPU kernels for RMSNorm, SwiGLU and the G layers; CUDA and bf16 "
         "keep the reference) | reference (the op-by-op modules)");
-  t.add(model, "attn-impl", &C::attn_impl,
+  t.add_choice(model, "attn-impl", &C::attn_impl, parse_attn_impl, print_attn_impl,
         "attention kernel of the A and S layers: auto (sdpa on CUDA with LibTorch >= 2, else "
         "blocked) | naive (materialises T x T, the reference) | blocked (flash-style tiles, "
         "linear memory) | sdpa");
@@ -177,7 +241,7 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "min-lr-ratio", &C::min_lr_ratio, "final LR as a fraction of --lr");
   t.add(run, "weight-decay", &C::weight_decay, "AdamW weight decay");
   t.add(run, "grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 = off");
-  t.add(run, "precision", &C::precision,
+  t.add_choice(run, "precision", &C::precision, parse_precision, print_precision,
         "fp32 | bf16 | fp16: bf16 and fp16 compute with fp32 master weights, fp32 gradient "
         "reduction and Adam state. fp16 adds dynamic loss scaling (an overflow skips the update "
         "and halves the scale). On CPU, bf16 is LibTorch's CPU autocast; fp16 has no CPU kernels "
@@ -188,7 +252,7 @@ void describe(OptionTable& t, Descriptions& d) {
         "fp16: initial dynamic loss scale (as torch.cuda.amp.GradScaler)");
   t.add(run, "loss-scale-growth-interval", &C::loss_scale_growth_interval,
         "fp16: steps without overflow after which the loss scale doubles");
-  t.add(run, "device", &C::device,
+  t.add_choice(run, "device", &C::device, parse_device, print_device,
         "auto (cuda when LibTorch has CUDA and a GPU is visible, else cpu) | cpu | cuda. "
         "On cuda each rank takes GPU local_rank % visible GPUs (local rank from MPI's "
         "shared-memory split)");
@@ -221,20 +285,6 @@ void describe(OptionTable& t, Descriptions& d) {
   d.visible.add(d.command_only).add(par).add(model).add(ft).add(data).add(run);
 }
 
-// --name must be one of `choices`: "--name: unknown value 'x'; choose a, b or c". The value
-// may come from an INI file, so it is quoted printable().
-void require_choice(const char* name, const std::string& value,
-                    std::initializer_list<const char*> choices) {
-  std::string list;
-  size_t i = 0;
-  for (const char* c : choices) {
-    if (value == c) return;
-    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(c);
-    ++i;
-  }
-  throw user_error("--", name, ": unknown value '", printable(value), "'; choose ", list);
-}
-
 void require_positive(const char* name, long long v) {
   if (v < 1) throw user_error("--", name, " must be >= 1 (got ", v, ")");
 }
@@ -242,22 +292,13 @@ void require_positive(const char* name, long long v) {
 }  // namespace
 
 void validate(const train::TrainConfig& c) {
-  require_choice("strategy", c.strategy, {"single", "ddp", "fsdp", "fsdp2", "pp", "tp", "cp"});
-  require_choice("cp-layout", c.cp_layout, {"zigzag", "contiguous"});
   require_positive("cp", c.cp);
-  require_choice("pp-schedule", c.pp_schedule, {"gpipe", "1f1b", "interleaved", "zb-h1"});
   require_positive("pp-virtual", c.pp_virtual);
-  require_choice("gdn-mode", c.gdn_mode, {"chunked", "recurrent"});
-  require_choice("kernels", c.kernels, {"fused", "reference"});
-  require_choice("attn-impl", c.attn_impl, {"auto", "naive", "blocked", "sdpa"});
-  require_choice("precision", c.precision, {"fp32", "bf16", "fp16"});
   if (!(c.loss_scale_init >= 1) || !std::isfinite(c.loss_scale_init))
     throw user_error("--loss-scale-init must be a finite number >= 1 (got ", c.loss_scale_init,
                      ")");
   require_positive("loss-scale-growth-interval", c.loss_scale_growth_interval);
-  require_choice("device", c.device, {"auto", "cpu", "cuda"});
-  require_choice("comm", c.comm, {"auto", "nccl", "mpi"});
-  if (c.comm == "nccl" && c.device == "cpu")
+  if (c.comm == train::CommBackend::nccl && c.device == train::DeviceKind::cpu)
     throw user_error("--comm nccl moves CUDA tensors and needs --device cuda (or auto on a "
                      "GPU); use --comm mpi or auto with --device cpu");
   require_positive("tp", c.tp);
@@ -291,14 +332,7 @@ void validate(const train::TrainConfig& c) {
   if (!(c.bucket_mb > 0)) throw user_error("--bucket-mb must be > 0 (got ", c.bucket_mb, ")");
   if (!(c.comm_timeout_s > 0))
     throw user_error("--comm-timeout-s must be > 0 (got ", c.comm_timeout_s, ")");
-  if (c.strategy == "single" && (c.tp > 1 || c.pp > 1 || c.cp > 1))
-    throw user_error("--strategy single runs on one rank; use ddp/fsdp/fsdp2 with --tp/--pp/--cp, "
-                     "or --strategy tp / pp / cp");
-  if (c.cp > 1 && c.pp > 1)
-    throw user_error("--cp with --pp is not implemented; combine --cp with ddp, fsdp2 or --tp");
-  if (c.cp > 1 && c.strategy == "fsdp")
-    throw user_error("--cp with --strategy fsdp is not implemented; use fsdp2 (per-parameter "
-                     "sharding over the dp x cp ranks) or ddp");
+  parallel::check_composition(c.strategy_spec());  // which strategies and axes combine
   if (c.resume && c.checkpoint_dir.empty())
     throw user_error("--resume needs --checkpoint-dir");
 }

@@ -1,5 +1,6 @@
-// CPU peak FLOP/s measured in the same run, on the same threads (REFERENCE.md §3: "on a CPU, use
-// a peak measured in the same run (a large sgemm on the same cores) and say so").
+// CPU peak FLOP/s measured in the same run, on the same threads: a CPU has no datasheet peak
+// that means anything for LibTorch, so MFU divides by a large sgemm timed on the same cores, and
+// the source says so (docs/model-math.md, "FLOPs and MFU").
 #include <ATen/ATen.h>
 #include <torch/version.h>
 

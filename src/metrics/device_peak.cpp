@@ -41,25 +41,22 @@ std::string tflops_text(double t) {
 }  // namespace
 
 std::optional<DevicePeak> gpu_peak_flops(const std::string& device_name,
-                                         const std::string& precision) {
+                                         PeakPrecision precision) {
   const auto row = find_row(device_name);
   if (!row) return std::nullopt;
-  if (precision == "fp32")
+  if (precision == PeakPrecision::fp32)
     return DevicePeak{row->fp32_tflops * 1e12, std::string("table: ") + row->label +
                                                    " FP32 dense " + tflops_text(row->fp32_tflops) +
                                                    " TFLOP/s (vendor datasheet)"};
-  if (precision == "bf16" || precision == "fp16") {
-    const std::string kind = row->half_kind;
-    return DevicePeak{row->half_tflops * 1e12,
-                      std::string("table: ") + row->label + " " + kind +
-                          (kind == "FP16" ? " tensor " : " dense ") +
-                          tflops_text(row->half_tflops) + " TFLOP/s (vendor datasheet)"};
-  }
-  return std::nullopt;
+  const std::string kind = row->half_kind;
+  return DevicePeak{row->half_tflops * 1e12,
+                    std::string("table: ") + row->label + " " + kind +
+                        (kind == "FP16" ? " tensor " : " dense ") +
+                        tflops_text(row->half_tflops) + " TFLOP/s (vendor datasheet)"};
 }
 
 std::optional<DevicePeak> gpu_peak_flops(const std::string& device_name) {
-  return gpu_peak_flops(device_name, "bf16");
+  return gpu_peak_flops(device_name, PeakPrecision::half);
 }
 
 }  // namespace hlp::metrics

@@ -32,9 +32,10 @@ struct DevicePeak {
 // The 16-bit tensor-core peak (bf16; fp16 on V100). nullopt for unknown devices.
 std::optional<DevicePeak> gpu_peak_flops(const std::string& device_name);
 
-// `precision`: "bf16" | "fp16" (the 16-bit tensor peak) or "fp32" (the plain fp32 peak).
-// nullopt for unknown devices or precisions.
-std::optional<DevicePeak> gpu_peak_flops(const std::string& device_name,
-                                         const std::string& precision);
+// Which of a GPU's peaks a run can reach: the 16-bit tensor peak (a bf16 / fp16 run) or the
+// plain fp32 one.
+enum class PeakPrecision { fp32, half };
+// nullopt for unknown devices.
+std::optional<DevicePeak> gpu_peak_flops(const std::string& device_name, PeakPrecision precision);
 
 }  // namespace hlp::metrics

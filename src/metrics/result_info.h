@@ -24,6 +24,10 @@ struct RunInfo {
   int64_t device_count = 0, devices_per_node = 0, device_memory_bytes = 0;
   std::string compute_capability, cuda_driver_version, cuda_runtime_version;
   std::array<int64_t, 3> mesh{1, 1, 1};  // dp, pp, tp
+  // Every axis of the mesh, cp included (and any later one): names and sizes, same order.
+  // Written as mesh_axes "dp,pp,tp,cp" and mesh_sizes [n] when given (hlp-train gives them).
+  std::vector<std::string> mesh_axes;
+  std::vector<int64_t> mesh_sizes;
   std::string config_ini;           // the whole resolved configuration
   std::string libtorch_version;     // libtorch_version() (torch_info.h) when linked with torch
   int64_t threads_per_rank = 1;     // --threads as resolved (compute threads per rank)

@@ -368,6 +368,13 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
                            &slurm_job, &slurm_array_job, &slurm_array_task, &mpi_version})
     bcast_string(*str, comm);
   MPI_Bcast(info.mesh.data(), 3, MPI_INT64_T, 0, comm);
+  std::string mesh_axes;  // "dp,pp,tp,cp"
+  for (const auto& axis : info.mesh_axes) mesh_axes += (mesh_axes.empty() ? "" : ",") + axis;
+  bcast_string(mesh_axes, comm);
+  int64_t mesh_axis_count = int64_t(info.mesh_sizes.size());
+  MPI_Bcast(&mesh_axis_count, 1, MPI_INT64_T, 0, comm);
+  info.mesh_sizes.resize(size_t(mesh_axis_count));
+  MPI_Bcast(info.mesh_sizes.data(), int(mesh_axis_count), MPI_INT64_T, 0, comm);
   MPI_Bcast(&info.threads_per_rank, 1, MPI_INT64_T, 0, comm);
   int64_t thread_fields[8] = {info.threads_intra_op, info.threads_inter_op, info.threads_openmp,
                               info.blas_threads,     info.node_cores,       info.node_ranks,
@@ -436,6 +443,10 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrComplete, int64_t{0});
   h5::write_attr(root, schema::kAttrWorldSize, static_cast<int64_t>(s.world));
   h5::write_attr(root, schema::kAttrMesh, std::vector<int64_t>(info.mesh.begin(), info.mesh.end()));
+  if (!info.mesh_sizes.empty()) {
+    h5::write_attr(root, schema::kAttrMeshAxes, mesh_axes);
+    h5::write_attr(root, schema::kAttrMeshSizes, info.mesh_sizes);
+  }
   h5::write_attr(root, schema::kAttrStrategy, info.strategy);
   h5::write_attr(root, schema::kAttrBackend, info.backend);
   h5::write_attr(root, schema::kAttrDevice, info.device);

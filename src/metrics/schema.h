@@ -16,6 +16,10 @@ inline constexpr const char* kAttrGitCommit = "git_commit";              // stri
 inline constexpr const char* kAttrComplete = "complete";                 // int64 0|1
 inline constexpr const char* kAttrWorldSize = "world_size";              // int64
 inline constexpr const char* kAttrMesh = "mesh";                         // int64 [3]: dp, pp, tp
+// Every mesh axis, cp included: names ("dp,pp,tp,cp") and sizes (int64 [n], same order); absent
+// in files written before they existed.
+inline constexpr const char* kAttrMeshAxes = "mesh_axes";                // string
+inline constexpr const char* kAttrMeshSizes = "mesh_sizes";              // int64 [n]
 inline constexpr const char* kAttrStrategy = "strategy";                 // string "fsdp2+tp2"
 inline constexpr const char* kAttrBackend = "backend";                   // string "mpi" | "nccl"
 inline constexpr const char* kAttrDevice = "device";                     // string "cpu" | "cuda:H100"
@@ -121,6 +125,12 @@ inline constexpr const char* kEvalLoss = "eval_loss";          // held-out loss,
 inline constexpr const char* kPrecisionBf16 = "precision_bf16";  // 1 in bf16 runs, else 0
 inline constexpr const char* kLossScale = "loss_scale";        // fp16: loss scale of the step; 1 otherwise
 inline constexpr const char* kStepSkipped = "step_skipped";    // 1: fp16 overflow, update skipped
+// GPU runs only: the CUDA caching allocator's reserved bytes (allocated + cached free blocks),
+// now and the step's high-water mark, and the host process's resident memory.
+inline constexpr const char* kReservedBytes = "reserved_bytes";
+inline constexpr const char* kReservedPeakBytes = "reserved_peak_bytes";
+inline constexpr const char* kHostRssBytes = "host_rss_bytes";
+// How a step report becomes these metrics: step_report.h (step_metric_fields, step_metrics).
 
 // ---- /model: attributes -------------------------------------------------------------------------
 inline constexpr const char* kModelGroup = "/model";

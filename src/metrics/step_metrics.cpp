@@ -5,6 +5,7 @@
 
 #include "metrics/memory.h"
 #include "metrics/schema.h"
+#include "metrics/step_report.h"
 
 namespace hlp::metrics {
 
@@ -43,6 +44,66 @@ void fill_throughput_metrics(StepMetrics& m, double global_tokens, double step_t
   m[schema::kMfuExecuted] =
       peak_total > 0 ? tokens_per_s * flops_per_token_executed / peak_total : nan;
   m[schema::kMfu] = m[schema::kMfuModel];
+}
+
+}  // namespace hlp::metrics
+
+namespace hlp::metrics {
+
+const std::vector<StepMetricField>& step_metric_fields() {
+  using R = const StepReport&;
+  static const std::vector<StepMetricField> fields = {
+      {schema::kLoss, [](R r) { return r.loss; }},
+      {schema::kTokens, [](R r) { return double(r.tokens_local); }},
+      {schema::kDataWait, [](R r) { return r.data_wait_s; }},
+      {schema::kForward, [](R r) { return r.forward_s; }},
+      {schema::kBackward, [](R r) { return r.backward_s; }},
+      {schema::kOptimizer, [](R r) { return r.optimizer_s; }},
+      {schema::kCommExposed, [](R r) { return r.comm_exposed_s; }},
+      {schema::kPipelineWait, [](R r) { return r.pipeline_wait_s; }},
+      {schema::kOther, [](R r) { return r.other_s; }},
+      {schema::kCpu, [](R r) { return r.cpu_s; }},
+      {schema::kCpuUtil, [](R r) { return r.step_time_s > 0 ? r.cpu_s / r.step_time_s : 0.0; }},
+      {schema::kComputeCpu, [](R r) { return r.compute_cpu_s; }},
+      {schema::kLoaderCpu, [](R r) { return r.loader_cpu_s; }},
+      {schema::kCommCpu, [](R r) { return r.comm_cpu_s; }},
+      {schema::kCommBytes, [](R r) { return r.comm_bytes; }},
+      {schema::kLr, [](R r) { return r.lr; }},
+      {schema::kEvalLoss, [](R r) { return r.eval_loss; }},
+      {schema::kLossScale, [](R r) { return r.loss_scale; }},
+      {schema::kStepSkipped, [](R r) { return r.step_skipped ? 1.0 : 0.0; }},
+      {schema::kActivationPredicted, [](R r) { return r.activation_predicted_bytes; }},
+      {schema::kGradNorm, [](R r) { return r.grad_norm; }},
+  };
+  return fields;
+}
+
+StepMetrics step_metrics(const StepReport& r, const StepRun& run, int64_t host_rss) {
+  StepMetrics m;
+  for (const auto& field : step_metric_fields()) m[field.name] = field.value(r);
+  m[schema::kPrecisionBf16] = run.bf16 ? 1.0 : 0.0;
+  fill_memory_metrics(m, r.memory, CategoryBytes{r.param_bytes, r.grad_bytes, r.optimizer_bytes});
+  if (run.cuda) {
+    m[schema::kReservedBytes] = double(r.memory.reserved_bytes);
+    m[schema::kReservedPeakBytes] = double(r.memory.reserved_peak_bytes);
+    m[schema::kHostRssBytes] = double(host_rss);
+  }
+  fill_throughput_metrics(m, double(r.tokens_global), r.step_time_s, run.devices,
+                          run.flops_per_token_model, run.flops_per_token_executed,
+                          run.peak_flops_per_device);
+  return m;
+}
+
+std::vector<const char*> step_extra_metrics(bool cuda) {
+  std::vector<const char*> extra = {schema::kEvalLoss, schema::kPrecisionBf16, schema::kLossScale,
+                                    schema::kStepSkipped, schema::kActivationPredicted};
+  // GPU runs: the caching allocator's reserved bytes beside the allocated ones
+  // (current_bytes / peak_bytes), and the host's resident memory.
+  if (cuda)
+    for (const char* m :
+         {schema::kReservedBytes, schema::kReservedPeakBytes, schema::kHostRssBytes})
+      extra.push_back(m);
+  return extra;
 }
 
 }  // namespace hlp::metrics

@@ -1,5 +1,6 @@
 #pragma once
-// Chrome trace / Perfetto JSON export of one result file (REFERENCE.md §6):
+// Chrome trace / Perfetto JSON export of one result file (docs/formats.md, "Chrome trace /
+// Perfetto JSON"):
 //   pid = rank, tid = lane (0 compute, 1 comm, 2 data); "X" complete events with ts/dur in µs
 //   since the aligned run start; "C" counter events "memory" (current_bytes, peak_bytes at each
 //   step end); "M" metadata (process_name, thread_name, sort indices).

@@ -53,8 +53,9 @@ ParamCounts count_parameters(const ModelConfig& config, const LoraConfig& lora =
 // values, or the gated-delta chunk work). Units: FLOP per token (multiply-add = 2 FLOP).
 std::vector<double> layer_forward_flops_per_token(const ModelConfig& config, int64_t seq_len);
 
-// Token-mixing FLOPs of one training step (forward + backward) per token for one layer,
-// REFERENCE.md §3: A 12 H d T, S 12 H d min(T, w), G 3 H [6 dk dv + C (5 dk + 3 dv)].
+// Token-mixing FLOPs of one training step (forward + backward) per token for one layer
+// (docs/model-math.md, "FLOPs and MFU"): A 12 H d T, S 12 H d min(T, w),
+// G 3 H [6 dk dv + C (5 dk + 3 dv)].
 double mixing_training_flops_per_token(const ModelConfig& config, int64_t layer, int64_t seq_len);
 
 // Token-mixing FLOPs per token that the configured kernel really executes (config.attn_impl;

@@ -7,6 +7,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
+#include "model/precision.h"
+
 namespace hlp::model {
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -31,6 +33,16 @@ inline at::ScalarType autocast_dtype(c10::DeviceType device) {
   return device == at::kCPU ? at::autocast::get_autocast_cpu_dtype()
                             : at::autocast::get_autocast_gpu_dtype();
 #endif
+}
+
+// The autocast dtype of a reduced precision (fp32: float32, i.e. no autocast).
+inline at::ScalarType autocast_dtype(Precision p) {
+  switch (p) {
+    case Precision::bf16: return at::kBFloat16;
+    case Precision::fp16: return at::kHalf;
+    case Precision::fp32: break;
+  }
+  return at::kFloat;
 }
 
 inline void set_autocast(c10::DeviceType device, bool on, at::ScalarType dtype) {

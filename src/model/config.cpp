@@ -11,42 +11,19 @@
 namespace hlp::model {
 
 GdnMode parse_gdn_mode(const std::string& text) {
-  if (text == "chunked") return GdnMode::chunked;
-  if (text == "recurrent") return GdnMode::recurrent;
-  throw user_error("--gdn-mode '", text, "' is unknown: use chunked or recurrent");
+  return parse_enum("gdn-mode", text, kGdnModeNames);
 }
-
-std::string to_string(GdnMode mode) {
-  return mode == GdnMode::chunked ? "chunked" : "recurrent";
-}
+std::string to_string(GdnMode mode) { return enum_name(mode, kGdnModeNames); }
 
 Kernels parse_kernels(const std::string& text) {
-  if (text == "fused") return Kernels::fused;
-  if (text == "reference") return Kernels::reference;
-  throw user_error("--kernels '", text, "' is unknown: use fused or reference");
+  return parse_enum("kernels", text, kKernelsNames);
 }
-
-std::string to_string(Kernels kernels) {
-  return kernels == Kernels::fused ? "fused" : "reference";
-}
+std::string to_string(Kernels kernels) { return enum_name(kernels, kKernelsNames); }
 
 AttnImpl parse_attn_impl(const std::string& text) {
-  if (text == "auto") return AttnImpl::automatic;
-  if (text == "naive") return AttnImpl::naive;
-  if (text == "blocked") return AttnImpl::blocked;
-  if (text == "sdpa") return AttnImpl::sdpa;
-  throw user_error("--attn-impl '", text, "' is unknown: use auto, naive, blocked or sdpa");
+  return parse_enum("attn-impl", text, kAttnImplNames);
 }
-
-std::string to_string(AttnImpl impl) {
-  switch (impl) {
-    case AttnImpl::automatic: return "auto";
-    case AttnImpl::naive: return "naive";
-    case AttnImpl::blocked: return "blocked";
-    case AttnImpl::sdpa: return "sdpa";
-  }
-  return "auto";
-}
+std::string to_string(AttnImpl impl) { return enum_name(impl, kAttnImplNames); }
 
 LayerKind ModelConfig::layer_kind(int64_t layer) const {
   return static_cast<LayerKind>(pattern.at(static_cast<size_t>(layer)));
@@ -200,7 +177,7 @@ ModelConfig preset(const std::string& name) {
     c.gdn_heads = 12;
     c.gdn_head_dim_k = 96;
     c.gdn_head_dim_v = 256;
-    c.gdn_variant = GdnVariant::jetblock;  // 1.965 B parameters (REFERENCE: about 1.97 B)
+    c.gdn_variant = GdnVariant::jetblock;  // 1.965 B parameters (published: about 1.97 B)
   } else if (name == "jet-nemotron-4b") {
     std::string p(36, 'G');
     for (int i : {17, 20, 32}) p[i] = 'A';
@@ -251,6 +228,13 @@ ModelConfig resolve_model_config(const std::string& preset_name, const std::stri
   ModelConfig c = preset(preset_name);
   if (!pattern.empty()) c = c.with_pattern(pattern);
   if (!gdn_mode.empty()) c.gdn_mode = parse_gdn_mode(gdn_mode);
+  return c;
+}
+
+ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,
+                                 GdnMode gdn_mode) {
+  ModelConfig c = resolve_model_config(preset_name, pattern, "");
+  c.gdn_mode = gdn_mode;
   return c;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 // ModelConfig: the shape of a hybrid LM (Gated DeltaNet + full / sliding-window attention).
 // Plain data, no LibTorch: the CLI, the accounting and the strategies read it without
-// allocating anything. The math behind each field is in REFERENCE.md §1.
+// allocating anything. The math behind each field is in docs/model-math.md.
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/enum_names.h"
 
 namespace hlp::model {
 
@@ -15,14 +17,17 @@ enum class LayerKind : char {
   sliding_window = 'S',  // the same attention restricted to the last `window` keys
 };
 
-// Which linear-attention layer the G letters build (REFERENCE.md §1).
+// Which linear-attention layer the G letters build (docs/model-math.md, "Gated DeltaNet").
 enum class GdnVariant {
   gated_deltanet,  // q, k, v each through a static causal depthwise conv (fla reference)
   jetblock,        // Jet-Nemotron: no q/k conv; v conv kernel generated per token from x
 };
 
-// Which Gated DeltaNet core runs in the G layers (same math, REFERENCE.md §1).
+// Which Gated DeltaNet core runs in the G layers (same math, docs/model-math.md: "The
+// recurrence" and "The chunked form").
 enum class GdnMode { chunked, recurrent };
+inline constexpr EnumName<GdnMode> kGdnModeNames[] = {{GdnMode::chunked, "chunked"},
+                                                      {GdnMode::recurrent, "recurrent"}};
 
 GdnMode parse_gdn_mode(const std::string& text);  // "chunked" | "recurrent", else UserError
 std::string to_string(GdnMode mode);
@@ -31,6 +36,8 @@ std::string to_string(GdnMode mode);
 // chunked core (same math): the fused CPU kernels of src/model/kernels/ or the op-by-op
 // reference modules. CUDA tensors and bf16 compute always take the reference.
 enum class Kernels { reference, fused };
+inline constexpr EnumName<Kernels> kKernelsNames[] = {{Kernels::fused, "fused"},
+                                                      {Kernels::reference, "reference"}};
 
 Kernels parse_kernels(const std::string& text);  // "reference" | "fused", else UserError
 std::string to_string(Kernels kernels);
@@ -42,6 +49,10 @@ enum class AttnImpl {
   blocked,  // FlashAttention-2-style tiles in LibTorch ops: O(T * block) memory (CPU default)
   sdpa,     // at::scaled_dot_product_attention (LibTorch >= 2, CUDA only)
 };
+inline constexpr EnumName<AttnImpl> kAttnImplNames[] = {{AttnImpl::automatic, "auto"},
+                                                        {AttnImpl::naive, "naive"},
+                                                        {AttnImpl::blocked, "blocked"},
+                                                        {AttnImpl::sdpa, "sdpa"}};
 
 AttnImpl parse_attn_impl(const std::string& text);  // auto | naive | blocked | sdpa, else UserError
 std::string to_string(AttnImpl impl);
@@ -106,5 +117,7 @@ std::vector<std::string> preset_names();
 // --gdn-mode. The vocab is set by the caller from the tokenizer (with_vocab).
 ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,
                                  const std::string& gdn_mode);
+ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,
+                                 GdnMode gdn_mode);
 
 }  // namespace hlp::model

@@ -1,5 +1,6 @@
 #pragma once
-// Gated DeltaNet layer (REFERENCE.md §1, as in the public fla reference implementation):
+// Gated DeltaNet layer (docs/model-math.md, "Gated DeltaNet"; as in the public fla reference
+// implementation):
 //   q = SiLU(conv(q_proj x)), k = SiLU(conv(k_proj x)), v = SiLU(conv(v_proj x))   (width-4
 //   causal depthwise convolutions); q, k L2-normalised per head, q scaled by dk^-1/2;
 //   beta = sigmoid(b_proj x); g = -exp(A_log) * softplus(a_proj x + dt_bias);
@@ -9,9 +10,10 @@
 // q_conv1d.weight k_conv1d.weight v_conv1d.weight [C, 1, 4], A_log [H], dt_bias [H],
 // o_norm.weight [dv].
 //
-// JetBlock variant (config.gdn_variant = jetblock, REFERENCE.md §1): q = SiLU(q_proj x),
-// k = SiLU(k_proj x) without convolutions; v = SiLU(dynamic_conv(v_proj x)) whose width-4 kernel
-// per token and channel is kernel_generator.w2(SiLU(kernel_generator.w1 x)) + w2.bias. Names:
+// JetBlock variant (config.gdn_variant = jetblock, docs/model-math.md, "The JetBlock variant"):
+// q = SiLU(q_proj x), k = SiLU(k_proj x) without convolutions; v = SiLU(dynamic_conv(v_proj x))
+// whose width-4 kernel per token and channel is kernel_generator.w2(SiLU(kernel_generator.w1 x))
+// + w2.bias. Names:
 // dynamic_conv1d.kernel_generator.w1 [H*dv/8, D], .w2 [H*dv*4, H*dv/8] with bias (LoRALinear).
 //
 // Head count is read from tensor shapes (q_proj rows / dk), so a tensor-parallel shard holding

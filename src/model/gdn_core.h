@@ -1,5 +1,6 @@
 #pragma once
-// The gated delta rule (REFERENCE.md §1), two interchangeable cores with the same contract.
+// The gated delta rule (docs/model-math.md, "The recurrence" and "The chunked form"), two
+// interchangeable cores with the same contract.
 //
 //   q, k:  [B, T, H, dk]   (already L2-normalised; q already scaled by dk^-1/2)
 //   v:     [B, T, H, dv]

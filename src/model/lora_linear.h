@@ -1,6 +1,6 @@
 #pragma once
 // LoRALinear: the one projection class of the model. Rank 0 is a plain linear layer; after
-// enable_lora(r, alpha, dropout) it computes (PEFT, REFERENCE.md §2)
+// enable_lora(r, alpha, dropout) it computes (PEFT's convention, docs/model-math.md, "LoRA")
 //   y = x W^T + b + (alpha / r) * dropout(x) A^T B^T
 // with W, b frozen by apply_lora and A [r, in], B [out, r] trainable (B = 0: a no-op at start).
 //

@@ -7,38 +7,21 @@
 //   fp16  autocast to float16 with dynamic loss scaling (train/loss_scaler.h). CUDA: autocast
 //         with at::kHalf. CPU: LibTorch has no float16 GEMM and CPU autocast accepts only
 //         bfloat16 (1.13), so the matmuls are emulated in float16 (model/half_emulation.h).
-#include <torch/torch.h>
-
+// No LibTorch here (the CLI and hlp-sweep read it); the autocast dtype of each precision is
+// model/autocast_state.h's autocast_dtype(Precision).
 #include <string>
 
-#include "common/error.h"
+#include "common/enum_names.h"
 
 namespace hlp::model {
 
 enum class Precision { fp32, bf16, fp16 };
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}};
 
 inline Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::fp32;
-  if (name == "bf16") return Precision::bf16;
-  if (name == "fp16") return Precision::fp16;
-  throw user_error("--precision: unknown value '", name, "'; choose fp32, bf16 or fp16");
+  return parse_enum("precision", name, kPrecisionNames);
 }
-
-inline const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    default: return "fp32";
-  }
-}
-
-// The autocast dtype of a reduced precision (fp32: float32, i.e. no autocast).
-inline at::ScalarType autocast_dtype(Precision p) {
-  switch (p) {
-    case Precision::bf16: return at::kBFloat16;
-    case Precision::fp16: return at::kHalf;
-    default: return at::kFloat;
-  }
-}
+inline const char* to_string(Precision p) { return enum_name(p, kPrecisionNames); }
 
 }  // namespace hlp::model

@@ -31,8 +31,9 @@ bool sdpa_available(const torch::Device& device) {
 AttnImpl resolve_attn_impl(AttnImpl requested, const torch::Device& device) {
   switch (requested) {
     case AttnImpl::automatic:
-      // CPU: blocked, also where LibTorch 2.x has a CPU flash kernel (docs/attention.md has the
-      // measured comparison; sdpa stays one flag away).
+      // CPU: blocked, also where LibTorch 2.x has a CPU flash kernel: that one computes every
+      // tile of a sliding window's band (measured: docs/libtorch2.md, "--attn-impl sdpa on the
+      // CPU"; the kernels: src/model/README.md, "Attention kernels"). sdpa stays one flag away.
       return sdpa_available(device) && device.is_cuda() ? AttnImpl::sdpa : AttnImpl::blocked;
     case AttnImpl::sdpa:
       if (!sdpa_available(device))

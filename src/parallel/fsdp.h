@@ -22,7 +22,7 @@ class ShardedStrategy : public Strategy {
  public:
   ShardedStrategy(const StrategyOptions& options, bool per_parameter);
 
-  std::string name() const override { return options_.name; }
+  std::string name() const override { return options_.spec().name(); }
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;

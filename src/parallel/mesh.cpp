@@ -5,31 +5,6 @@
 
 namespace hlp::parallel {
 
-const char* mesh_axis_name(MeshAxis axis) {
-  switch (axis) {
-    case MeshAxis::DP: return "dp";
-    case MeshAxis::PP: return "pp";
-    case MeshAxis::TP: return "tp";
-    case MeshAxis::CP: return "cp";
-  }
-  return "unknown";
-}
-
-std::vector<int> axis_ranks(const MeshShape& shape, const MeshCoord& coord, MeshAxis axis) {
-  std::vector<int> ranks;
-  MeshCoord c = coord;
-  int* index = axis == MeshAxis::DP   ? &c.dp
-               : axis == MeshAxis::PP ? &c.pp
-               : axis == MeshAxis::CP ? &c.cp
-                                      : &c.tp;
-  const int extent = axis == MeshAxis::DP   ? shape.dp
-                     : axis == MeshAxis::PP ? shape.pp
-                     : axis == MeshAxis::CP ? shape.cp
-                                            : shape.tp;
-  for (*index = 0; *index < extent; ++*index) ranks.push_back(mesh_rank(shape, c));
-  return ranks;
-}
-
 Mesh::Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp, int cp)
     : world_(std::move(world)),
       shape_(make_mesh_shape(world_->size(), tp, pp, cp)),

@@ -15,12 +15,6 @@
 
 namespace hlp::parallel {
 
-enum class MeshAxis { DP, PP, TP, CP };
-const char* mesh_axis_name(MeshAxis axis);  // "dp", "pp", "tp", "cp"
-
-// World ranks in the group of `coord` along `axis`, in axis order (pure arithmetic).
-std::vector<int> axis_ranks(const MeshShape& shape, const MeshCoord& coord, MeshAxis axis);
-
 class Mesh {
  public:
   // Collective over world (every rank must construct its Mesh at the same point).

@@ -21,14 +21,18 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   stage_ = mesh_->coord().pp;
   stages_ = mesh_->shape().pp;
   chunks_ = std::max(1, options_.pp_virtual);
-  {  // the table's own checks, at a micro-batch count it accepts (the step checks the real one)
-    PipeSpec spec = schedule_spec(stages_);
-    validate_schedule(spec);
+  {  // the registry's pipeline rules (the step checks the real micro-batch count)
+    RunFacts facts;
+    facts.model = &options_.model;
+    facts.pp_schedule = options_.pp_schedule;
+    facts.pp_virtual = chunks_;
+    if (stages_ > 1) {
+      const std::string why = check_axis(MeshAxis::PP, stages_, facts);
+      if (!why.empty()) throw UserError(why);
+    } else {
+      validate_schedule(schedule_spec(1));  // tp without pp: --pp-virtual must stay 1
+    }
   }
-  if (schedule_spec(1).splits_backward() && options_.model.activation_checkpointing)
-    throw user_error("--pp-schedule ", options_.pp_schedule, " cannot split the backward of a "
-                     "checkpointed block (its recompute runs inside B); drop "
-                     "--activation-checkpointing or use --pp-schedule 1f1b");
   check_message_order();
   const int virtual_stages = stages_ * chunks_;
   const int64_t seq_len = options_.seq_len > 0 ? options_.seq_len : 128;
@@ -59,7 +63,7 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     materialise_on_device(name, p, options_.seed, options_.device);  // CPU draw, then moved
     tp_->slice(name, p);
   };
-  if (options_.name == "fsdp2") {
+  if (options_.spec().dp_kind() == DpKind::fsdp2) {
     unit_ = make_per_param_unit(params, options_.dp_comm, materialise);
     for (auto& [name, p] : params)  // sizes survive the unit's free_storage: the tp slice
       working_set_bytes_ += p.numel() * int64_t(p.element_size()) * (p.requires_grad() ? 2 : 1);
@@ -253,7 +257,7 @@ metrics::PipelineInfo PipelineStrategy::pipeline_info() {
       }
     info.bubble_fraction_simulated = simulate(schedule_spec(M), costs).bubble_fraction();
   }
-  info.schedule = options_.pp_schedule;
+  info.schedule = to_string(options_.pp_schedule);
   info.virtual_chunks = chunks_;
   info.split = split_.method;
   info.micro_batches = last_micro_batches_;

@@ -1,13 +1,15 @@
 #pragma once
 // Model-parallel strategy over the dp x pp x tp mesh: `--strategy pp --pp N`, `--strategy tp
-// --tp N`, and `ddp` / `single` with --pp and/or --tp.
+// --tp N`, and `ddp` / `fsdp2` with --pp and/or --tp (make_strategy.cpp; what composes is the
+// registry's, registry.h).
 //
 //   pp axis  each rank builds only its stage's part of the model (HybridLM's part constructor;
 //            the split is stage_split.h's), with deferred values: one parameter at a time gets
-//            its values, then is cut to its tp slice / fsdp2 rows, before the next one. Activations [B, T, D] go forward and their
-//            gradients backward point-to-point between neighbouring stages. Schedules are the
-//            generated tables of pipeline_schedule.h (gpipe, 1f1b, interleaved, zb-h1), which
-//            pipeline_run.cpp executes action by action. With --pp-virtual V (interleaved) a
+//            its values, then is cut to its tp slice / fsdp2 rows, before the next one.
+//            Activations [B, T, D] go forward and their gradients backward point-to-point
+//            between neighbouring stages. Schedules are the generated tables of
+//            pipeline_schedule.h (gpipe, 1f1b, interleaved, zb-h1), which pipeline_run.cpp
+//            executes action by action. With --pp-virtual V (interleaved) a
 //            rank holds V non-adjacent chunks: chunk c of stage s is virtual stage c p + s of
 //            the p V-way split, so stage p - 1's chunk c feeds stage 0's chunk c + 1.
 //   tp axis  the stage's projections are sliced Megatron-style (tensor_parallel.h).
@@ -57,7 +59,7 @@ class PipelineStrategy : public Strategy {
  public:
   explicit PipelineStrategy(const StrategyOptions& options);
 
-  std::string name() const override { return options_.name; }
+  std::string name() const override { return options_.spec().name(); }
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;

@@ -50,7 +50,7 @@ void PipelineStrategy::check_message_order() const {
         if (msg.valid && msg.from_stage == from) needed.push_back(msg.tag);
       }
       if (sent != needed)
-        throw user_error("--pp-schedule ", spec.schedule, " with --pp ", stages_,
+        throw user_error("--pp-schedule ", to_string(spec.schedule), " with --pp ", stages_,
                          " sends between stages ", from, " and ", to, " in another order than "
                          "they are received, which NCCL (no tags) cannot match; use --comm mpi");
     }

@@ -20,19 +20,10 @@ const char* to_string(PipeOp op) {
   }
 }
 
-const std::vector<std::string>& pipeline_schedules() {
-  static const std::vector<std::string> names{"gpipe", "1f1b", "interleaved", "zb-h1"};
-  return names;
-}
-
 void validate_schedule(const PipeSpec& spec) {
-  const auto& names = pipeline_schedules();
-  if (std::find(names.begin(), names.end(), spec.schedule) == names.end())
-    throw user_error("--pp-schedule: unknown value '", spec.schedule,
-                     "'; choose gpipe, 1f1b, interleaved or zb-h1");
   if (spec.stages < 1 || spec.micro_batches < 1 || spec.chunks < 1)
     throw user_error("pipeline: stages, --pp-virtual and micro-batches must be at least 1");
-  if (spec.schedule == "interleaved") {
+  if (spec.schedule == PipeSchedule::interleaved) {
     if (spec.stages < 2)
       throw user_error("--pp-schedule interleaved needs --pp 2 or more (one stage has no "
                        "bubble to interleave)");
@@ -44,12 +35,12 @@ void validate_schedule(const PipeSpec& spec) {
                        spec.micro_batches, " = global batch / (dp x micro-batch)) to be a "
                        "multiple of --pp ", spec.stages, "; change --global-batch or "
                        "--micro-batch");
-  } else if (spec.schedule == "zb-h1" && spec.stages < 2) {
+  } else if (spec.schedule == PipeSchedule::zb_h1 && spec.stages < 2) {
     // one stage has no bubble to fill, and its one chunk would hold a tied embedding twice
     throw user_error("--pp-schedule zb-h1 needs --pp 2 or more (one stage has no bubble to fill)");
   } else if (spec.chunks != 1) {
     throw user_error("--pp-virtual ", spec.chunks, " needs --pp-schedule interleaved (",
-                     spec.schedule, " holds one chunk per stage)");
+                     to_string(spec.schedule), " holds one chunk per stage)");
   }
 }
 
@@ -126,9 +117,12 @@ std::vector<PipeAction> stage_actions(const PipeSpec& spec, int stage) {
     throw std::logic_error("stage_actions: stage " + std::to_string(stage) + " of " +
                            std::to_string(spec.stages));
   const int p = spec.stages, M = spec.micro_batches;
-  if (spec.schedule == "gpipe") return gpipe(M);
-  if (spec.schedule == "1f1b") return one_f_one_b(p, stage, M);
-  if (spec.schedule == "interleaved") return interleaved(p, spec.chunks, stage, M);
+  switch (spec.schedule) {
+    case PipeSchedule::gpipe: return gpipe(M);
+    case PipeSchedule::one_f_one_b: return one_f_one_b(p, stage, M);
+    case PipeSchedule::interleaved: return interleaved(p, spec.chunks, stage, M);
+    case PipeSchedule::zb_h1: break;
+  }
   return zb_h1(p, stage, M);
 }
 
@@ -253,9 +247,9 @@ PipeSimulation run_clock(const PipeSpec& spec,
       }
     }
     if (!progress)
-      throw std::logic_error("pipeline schedule " + spec.schedule + " deadlocks (p " +
-                             std::to_string(p) + ", V " + std::to_string(spec.chunks) + ", M " +
-                             std::to_string(M) + ")");
+      throw std::logic_error(std::string("pipeline schedule ") + to_string(spec.schedule) +
+                             " deadlocks (p " + std::to_string(p) + ", V " +
+                             std::to_string(spec.chunks) + ", M " + std::to_string(M) + ")");
   }
   sim.makespan = *std::max_element(free_at.begin(), free_at.end());
   for (int s = 0; s < p; ++s) sim.idle.push_back(sim.makespan - sim.busy[size_t(s)]);
@@ -336,8 +330,8 @@ std::vector<PipeCosts> mean_costs(const PipeSpec& spec,
 double bubble_theory(const PipeSpec& spec, double f, double b, double w) {
   const double p = spec.stages, M = spec.micro_batches;
   double idle = (p - 1) * (f + b + w);
-  if (spec.schedule == "interleaved") idle /= double(spec.chunks);
-  if (spec.schedule == "zb-h1") idle = (p - 1) * std::max(f + b - w, 0.0);
+  if (spec.schedule == PipeSchedule::interleaved) idle /= double(spec.chunks);
+  if (spec.schedule == PipeSchedule::zb_h1) idle = (p - 1) * std::max(f + b - w, 0.0);
   const double work = M * (f + b + w);
   return idle + work > 0 ? idle / (idle + work) : 0.0;
 }

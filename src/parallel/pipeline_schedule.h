@@ -33,7 +33,21 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
+
 namespace hlp::parallel {
+
+// --pp-schedule.
+enum class PipeSchedule : uint8_t { gpipe, one_f_one_b, interleaved, zb_h1 };
+inline constexpr EnumName<PipeSchedule> kPipeScheduleNames[] = {
+    {PipeSchedule::gpipe, "gpipe"},
+    {PipeSchedule::one_f_one_b, "1f1b"},
+    {PipeSchedule::interleaved, "interleaved"},
+    {PipeSchedule::zb_h1, "zb-h1"}};
+inline PipeSchedule parse_pipe_schedule(const std::string& text) {
+  return parse_enum("pp-schedule", text, kPipeScheduleNames);
+}
+inline const char* to_string(PipeSchedule s) { return enum_name(s, kPipeScheduleNames); }
 
 enum class PipeOp : uint8_t {
   F,   // forward of one micro-batch through one chunk
@@ -53,21 +67,18 @@ struct PipeAction {
 };
 
 struct PipeSpec {
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zb-h1
+  PipeSchedule schedule = PipeSchedule::one_f_one_b;
   int stages = 1;                 // p
   int chunks = 1;                 // V (--pp-virtual)
   int micro_batches = 1;          // M
   int virtual_stages() const { return stages * chunks; }
   int virtual_stage(int stage, int chunk) const { return chunk * stages + stage; }
-  bool splits_backward() const { return schedule == "zb-h1"; }
+  bool splits_backward() const { return schedule == PipeSchedule::zb_h1; }
 };
 
-// The schedules --pp-schedule accepts.
-const std::vector<std::string>& pipeline_schedules();
-
-// Throws hlp::UserError naming the option to change when the combination cannot run: an unknown
-// schedule, --pp-virtual other than 1 outside interleaved, interleaved with V < 2 or with M not
-// a multiple of p.
+// Throws hlp::UserError naming the option to change when the combination cannot run:
+// --pp-virtual other than 1 outside interleaved, interleaved with V < 2 or with M not a
+// multiple of p.
 void validate_schedule(const PipeSpec& spec);
 
 // The ordered compute actions of `stage`.

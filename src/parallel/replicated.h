@@ -18,7 +18,7 @@ class ReplicatedStrategy : public Strategy {
   // Second phase of construction (virtual allocate_grads): called by make_strategy.
   void init();
 
-  std::string name() const override { return options_.name; }
+  std::string name() const override { return options_.spec().name(); }
   double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,
                           PhaseTimes& times) override;
   double eval_loss(const std::vector<MicroBatch>& micro_batches) override;

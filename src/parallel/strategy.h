@@ -1,7 +1,9 @@
 #pragma once
 // Strategy: how one rank holds its part of the model and turns the micro-batches of a global
-// batch into gradients of the global mean loss. One small file per strategy implements it
-// (single.cpp, ddp.cpp, fsdp_flat.cpp, fsdp2.cpp); the trainer only sees this interface.
+// batch into gradients of the global mean loss. Which strategies exist and how they compose is
+// the registry's (registry.h); make_strategy.cpp builds one, and one small file per strategy
+// implements it (single.cpp, ddp.cpp, fsdp.cpp for flat fsdp and fsdp2, pipeline*.cpp for any
+// mesh with pp or tp). The trainer only sees this interface. src/parallel/README.md has the map.
 //
 // Contract shared by every strategy:
 // - forward_backward() runs this rank's micro-batches; afterwards every optim slot's grad holds
@@ -28,6 +30,8 @@
 #include "model/lora_config.h"
 #include "model/precision.h"
 #include "parallel/optim_slot.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/registry.h"
 
 namespace hlp::metrics {
 class Recorder;
@@ -61,7 +65,7 @@ struct HeldBytes {
 };
 
 struct StrategyOptions {
-  std::string name;                                 // single | ddp | fsdp | fsdp2
+  StrategyKind strategy = StrategyKind::single;     // the model-parallel sizes are the mesh's
   model::ModelConfig model;
   model::LoraConfig lora;
   uint64_t seed = 0;
@@ -74,10 +78,14 @@ struct StrategyOptions {
   // Model parallelism (pipeline.h, tensor_parallel.h): used when mesh pp or tp > 1.
   std::shared_ptr<Mesh> mesh;                       // nullptr = dp only
   std::string pp_split = "balanced";                // uniform | params | balanced | L0,L1,...
-  std::string pp_schedule = "1f1b";                 // gpipe | 1f1b | interleaved | zb-h1
+  PipeSchedule pp_schedule = PipeSchedule::one_f_one_b;
   int pp_virtual = 1;                               // V: model chunks per stage (interleaved)
   int64_t seq_len = 0;                              // T (cost model of the balanced split)
   metrics::Recorder* recorder = nullptr;            // optional: spans for the trace
+
+  // The strategy with the mesh's pp, tp and cp sizes (1 without a mesh): its registry rules
+  // and its composite name.
+  StrategySpec spec() const;
 };
 
 // What a strategy holds beyond its resident shards and the activations, in the two phases of a
@@ -96,6 +104,7 @@ struct WorkingSet {
 class Strategy {
  public:
   virtual ~Strategy() = default;
+  // The composite name (registry.h): "fsdp2+tp2".
   virtual std::string name() const = 0;
 
   virtual double forward_backward(const std::vector<MicroBatch>& micro_batches, int64_t step,

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "parallel/registry.h"
 
 namespace hlp::parallel {
 
@@ -102,24 +103,11 @@ TpPlacement tp_placement(const std::string& name) {
 TensorParallel::TensorParallel(const model::ModelConfig& c,
                                std::shared_ptr<comm::Communicator> tp_comm, double lora_dropout)
     : tp_comm_(std::move(tp_comm)) {
-  check_tensor_parallel(c, tp_comm_->size(), lora_dropout);
-}
-
-void check_tensor_parallel(const model::ModelConfig& c, int tp, double lora_dropout) {
-  if (tp == 1) return;
-  if (c.activation_checkpointing)
-    throw user_error("--activation-checkpointing is not supported with --tp > 1 yet");
-  if (lora_dropout > 0)
-    throw user_error("--lora-dropout ", lora_dropout, " is not supported with --tp > 1 (partners "
-                     "would draw different masks); use --lora-dropout 0");
-  bool has_attention = false, has_gdn = false;
-  for (char k : c.pattern) (k == 'G' ? has_gdn : has_attention) = true;
-  if (has_attention) {
-    require_divisible(c.attn_heads, tp, "attention heads");
-    require_divisible(c.attn_kv_heads, tp, "attention KV heads");
-  }
-  if (has_gdn) require_divisible(c.gdn_heads, tp, "gated-delta heads");
-  require_divisible(c.mlp_hidden, tp, "MLP width");
+  RunFacts facts;  // the registry's tensor-parallel rules (heads, MLP width, dropout ...)
+  facts.model = &c;
+  facts.lora_dropout = lora_dropout;
+  const std::string why = check_axis(MeshAxis::TP, tp_comm_->size(), facts);
+  if (!why.empty()) throw UserError(why);
 }
 
 void TensorParallel::slice(const std::string& name, const torch::Tensor& param) const {

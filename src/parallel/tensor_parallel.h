@@ -43,10 +43,8 @@ enum class TpPlacement { Replicated, Sharded, Partial };
 // Where a parameter of the model lives under tensor parallelism (by its full name).
 TpPlacement tp_placement(const std::string& name);
 // Dimension along which tensor parallelism slices the parameter `name` (-1: not sliced).
-// What hlp-train refuses for --tp `tp` > 1 on `config` (UserError with its one-line message):
-// activation checkpointing, LoRA dropout, heads or MLP width the tp does not divide.
-void check_tensor_parallel(const model::ModelConfig& config, int tp, double lora_dropout);
-
+// (What --tp refuses, heads or MLP width it does not divide and so on, is the registry's:
+// check_axis(MeshAxis::TP, ...), registry.h.)
 int64_t tp_split_dim(const std::string& name);
 
 class TensorParallel {

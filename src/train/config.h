@@ -1,32 +1,49 @@
 #pragma once
-// The resolved configuration of one hlp-train job. Plain data: filled by the CLI (src/cli),
-// read by the trainer and strategies, printed back as INI into every result file.
+// The resolved configuration of one hlp-train job. Plain data (no LibTorch): filled by the CLI
+// (src/cli), which parses every choice into its enum once, read by the trainer and strategies,
+// printed back as INI into every result file.
 #include <cstdint>
 #include <string>
 
+#include "common/enum_names.h"
+#include "model/config.h"
+#include "model/precision.h"
+#include "parallel/registry.h"
+
 namespace hlp::train {
 
+// --device: where a rank computes (train/device.h resolves automatic).
+enum class DeviceKind : uint8_t { automatic, cpu, cuda };
+inline constexpr EnumName<DeviceKind> kDeviceKindNames[] = {
+    {DeviceKind::automatic, "auto"}, {DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}};
+// --comm: what the strategies' collectives run on (train/device.h resolves automatic).
+enum class CommBackend : uint8_t { automatic, nccl, mpi };
+inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
+    {CommBackend::automatic, "auto"}, {CommBackend::nccl, "nccl"}, {CommBackend::mpi, "mpi"}};
+inline const char* to_string(DeviceKind d) { return enum_name(d, kDeviceKindNames); }
+inline const char* to_string(CommBackend c) { return enum_name(c, kCommBackendNames); }
+
 struct TrainConfig {
-  // parallelism
-  std::string strategy = "single";  // single|ddp|fsdp|fsdp2|pp|tp|cp
+  // parallelism (the rules: parallel/registry.h)
+  parallel::StrategyKind strategy = parallel::StrategyKind::single;
   int tp = 1;                       // tensor-parallel size (composes with a dp strategy)
   int pp = 1;                       // pipeline-parallel size
-  std::string pp_split = "balanced";  // uniform|params|balanced|L0,L1,...
-  std::string pp_schedule = "1f1b";   // gpipe|1f1b|interleaved|zb-h1
+  std::string pp_split = "balanced";  // uniform|params|balanced|profiled|L0,L1,... (stage_split.h)
+  parallel::PipeSchedule pp_schedule = parallel::PipeSchedule::one_f_one_b;
   int pp_virtual = 1;                 // model chunks per stage (interleaved)
   int cp = 1;                         // context-parallel size: the sequence split over cp ranks
-  std::string cp_layout = "zigzag";   // zigzag|contiguous: which pieces of T a cp rank holds
+  parallel::CpLayout cp_layout = parallel::CpLayout::zigzag;  // which pieces of T a cp rank holds
   int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
   double bucket_mb = 25.0;            // DDP gradient bucket size
   double comm_timeout_s = 300.0;
-  std::string comm = "auto";        // auto|nccl|mpi: auto = nccl on CUDA, mpi on CPU (train/device.h)
+  CommBackend comm = CommBackend::automatic;  // auto = nccl on CUDA, mpi on CPU (train/device.h)
 
   // model
-  std::string model = "tiny";
+  std::string model = "tiny";       // a preset (model::resolve_model_config)
   std::string pattern;              // overrides the preset's layer pattern when non-empty
-  std::string gdn_mode = "chunked";  // chunked|recurrent
-  std::string kernels = "fused";     // fused|reference (fused CPU kernels or op-by-op modules)
-  std::string attn_impl = "auto";    // auto|naive|blocked|sdpa
+  model::GdnMode gdn_mode = model::GdnMode::chunked;
+  model::Kernels kernels = model::Kernels::fused;  // fused CPU kernels or the op-by-op modules
+  model::AttnImpl attn_impl = model::AttnImpl::automatic;
   bool activation_checkpointing = false;
   bool allow_overcommit = false;    // run even when the predicted peak exceeds the memory left
   std::string model_config;  // Hugging Face config.json (file or directory) instead of --model
@@ -58,10 +75,10 @@ struct TrainConfig {
   double min_lr_ratio = 0.1;
   double weight_decay = 0.0;
   double grad_clip = 1.0;           // global gradient-norm clip; 0 = off
-  std::string precision = "fp32";   // fp32|bf16|fp16
+  model::Precision precision = model::Precision::fp32;
   double loss_scale_init = 65536.0;  // fp16: first dynamic loss scale (train/loss_scaler.h)
   int loss_scale_growth_interval = 2000;  // fp16: clean steps before the scale doubles
-  std::string device = "auto";      // auto|cpu|cuda: auto = cuda when usable, else cpu (train/device.h)
+  DeviceKind device = DeviceKind::automatic;  // auto = cuda when usable, else cpu (train/device.h)
   uint64_t seed = 1234;
   int threads = 0;                  // compute threads per rank (every pool); 0 = auto (thread_pools.h)
   int eval_every = 0;               // 0 = no eval loss
@@ -72,6 +89,9 @@ struct TrainConfig {
   std::string checkpoint_dir;       // empty = no checkpoints
   int checkpoint_every = 0;         // 0 = only on signal / at the end
   bool resume = false;
+
+  // The strategy and model-parallel sizes as given (before with_defaults fills an axis).
+  parallel::StrategySpec strategy_spec() const { return {strategy, pp, tp, cp}; }
 };
 
 }  // namespace hlp::train

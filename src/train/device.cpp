@@ -59,29 +59,28 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
-std::string check_device_request(const std::string& requested_device,
-                                  const std::string& requested_comm) {
-  std::string kind = requested_device;
-  if (requested_device == "cuda") {
+DeviceKind check_device_request(DeviceKind requested_device, CommBackend requested_comm) {
+  DeviceKind kind = requested_device;
+  if (requested_device == DeviceKind::cuda) {
     const std::string why = cuda_unavailable_reason();
     if (!why.empty())
       throw user_error("--device cuda: ", why, "; use --device cpu or auto");
-  } else if (requested_device == "auto") {
-    kind = cuda_unavailable_reason().empty() ? "cuda" : "cpu";
+  } else if (requested_device == DeviceKind::automatic) {
+    kind = cuda_unavailable_reason().empty() ? DeviceKind::cuda : DeviceKind::cpu;
   }
-  if (requested_comm == "nccl") {
+  if (requested_comm == CommBackend::nccl) {
 #if !defined(HLP_HAVE_CUDA)
     throw user_error("--comm nccl: this HLP build has no NCCL backend (configure with the CUDA "
                      "toolkit and NCCL); use --comm mpi or auto");
 #endif
-    if (kind != "cuda")
+    if (kind != DeviceKind::cuda)
       throw user_error("--comm nccl moves CUDA tensors, but this run computes on the CPU (",
                        cuda_unavailable_reason(), "); use --comm mpi or auto");
   }
   return kind;
 }
 
-DeviceInfo select_device(const std::string& requested_device, MPI_Comm comm) {
+DeviceInfo select_device(DeviceKind requested_device, MPI_Comm comm) {
   DeviceInfo info;
   MPI_Comm node;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -97,14 +96,16 @@ DeviceInfo select_device(const std::string& requested_device, MPI_Comm comm) {
   }
   // Every rank resolves --device alike (check_device_request ran before MPI on every rank);
   // agree anyway, so that one odd node cannot leave the job half on CPU.
-  int local_cuda = check_device_request(requested_device, "auto") == "cuda" ? 1 : 0;
+  int local_cuda =
+      check_device_request(requested_device, CommBackend::automatic) == DeviceKind::cuda ? 1 : 0;
   int all_cuda = 0;
   MPI_Allreduce(&local_cuda, &all_cuda, 1, MPI_INT, MPI_MIN, comm);
   int any_cuda = 0;
   MPI_Allreduce(&local_cuda, &any_cuda, 1, MPI_INT, MPI_MAX, comm);
   if (any_cuda && !all_cuda) {
     MPI_Comm_free(&node);
-    throw user_error("--device ", requested_device, ": some ranks can use CUDA and others "
+    throw user_error("--device ", to_string(requested_device), ": some ranks can use CUDA and "
+                     "others "
                      "cannot (", local_cuda ? "another rank's node" : cuda_unavailable_reason(),
                      "); use --device cpu or run on GPU nodes only");
   }
@@ -113,7 +114,7 @@ DeviceInfo select_device(const std::string& requested_device, MPI_Comm comm) {
     return info;
   }
 #if defined(HLP_HAVE_CUDA)
-  info.kind = "cuda";
+  info.kind = DeviceKind::cuda;
   info.visible_devices = visible_cuda_devices(nullptr);
   const int index = info.local_rank % info.visible_devices;
   info.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
@@ -145,10 +146,10 @@ DeviceInfo select_device(const std::string& requested_device, MPI_Comm comm) {
   return info;
 }
 
-std::string resolve_comm(const std::string& requested_comm, const DeviceInfo& device) {
-  const bool cuda = device.kind == "cuda";
-  if (requested_comm == "mpi") return "mpi";
-  if (requested_comm == "auto" && !cuda) return "mpi";
+CommBackend resolve_comm(CommBackend requested_comm, const DeviceInfo& device) {
+  const bool cuda = device.cuda();
+  if (requested_comm == CommBackend::mpi) return CommBackend::mpi;
+  if (requested_comm == CommBackend::automatic && !cuda) return CommBackend::mpi;
 #if !defined(HLP_HAVE_CUDA)
   throw user_error("--comm nccl: this HLP build has no NCCL backend; use --comm mpi or auto");
 #else
@@ -156,14 +157,15 @@ std::string resolve_comm(const std::string& requested_comm, const DeviceInfo& de
     throw user_error("--comm nccl needs --device cuda (this run computes on the CPU); use "
                      "--comm mpi or auto");
   if (device.gpu_shared) {
-    if (requested_comm == "auto") return "mpi";  // NCCL cannot; the MPI backend stages via host
+    // NCCL cannot; the MPI backend stages via host
+    if (requested_comm == CommBackend::automatic) return CommBackend::mpi;
     throw user_error("--comm nccl: two or more ranks of one node compute on the same GPU (",
                      device.local_ranks, " ranks on this node, ", device.node_devices_used,
                      " GPU(s) among them), and NCCL refuses two ranks on one GPU; launch at most "
                      "one rank per GPU, or use --comm mpi (CUDA tensors staged through host "
                      "memory)");
   }
-  return "nccl";
+  return CommBackend::nccl;
 #endif
 }
 

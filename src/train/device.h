@@ -20,11 +20,13 @@
 #include <cstdint>
 #include <string>
 
+#include "train/config.h"
+
 namespace hlp::train {
 
 struct DeviceInfo {
   c10::Device device{c10::kCPU};
-  std::string kind = "cpu";     // "cpu" | "cuda"
+  DeviceKind kind = DeviceKind::cpu;  // cpu | cuda (never automatic)
   std::string name = "cpu";     // cudaDeviceProp::name, e.g. "NVIDIA H100 80GB HBM3"
   int local_rank = 0;           // from MPI_Comm_split_type(SHARED)
   int local_ranks = 1;          // ranks on this node
@@ -36,24 +38,24 @@ struct DeviceInfo {
   std::string runtime_version;     // CUDA runtime HLP was built with, "13.0" ("" without CUDA)
   int64_t memory_bytes = 0;        // cudaDeviceProp::totalGlobalMem (0 on cpu)
   // "cpu" or "cuda:<name>" (the result file's `device` attribute).
-  std::string label() const { return kind == "cpu" ? "cpu" : "cuda:" + name; }
+  std::string label() const { return kind == DeviceKind::cuda ? "cuda:" + name : "cpu"; }
+  bool cuda() const { return kind == DeviceKind::cuda; }
 };
 
 // "" when this process can compute on CUDA, else why not (one clause, for an error message).
 std::string cuda_unavailable_reason();
 
-// Per rank, before MPI starts: "cpu" or "cuda" for --device, or hlp::UserError when `requested`
+// Per rank, before MPI starts: cpu or cuda for --device, or hlp::UserError when `requested`
 // is cuda and cannot be honoured, or --comm asks for a backend this build or device lacks.
 // Every rank of one machine answers alike, so the error is printed once and every rank exits 2.
-std::string check_device_request(const std::string& requested_device,
-                                 const std::string& requested_comm);
+DeviceKind check_device_request(DeviceKind requested_device, CommBackend requested_comm);
 
 // Collective over `comm` (every rank of the job): resolves the device, picks the GPU, makes it
 // the calling thread's current CUDA device, and gathers the node facts above.
-DeviceInfo select_device(const std::string& requested_device, MPI_Comm comm);
+DeviceInfo select_device(DeviceKind requested_device, MPI_Comm comm);
 
-// "nccl" or "mpi" for --comm and the selected device. hlp::UserError (same on every rank) for
+// nccl or mpi for --comm and the selected device. hlp::UserError (same on every rank) for
 // nccl on cpu, nccl without NCCL in this build, and nccl with two ranks on one GPU.
-std::string resolve_comm(const std::string& requested_comm, const DeviceInfo& device);
+CommBackend resolve_comm(CommBackend requested_comm, const DeviceInfo& device);
 
 }  // namespace hlp::train

@@ -83,7 +83,7 @@ std::string plan_device_of(const std::string& kind, const std::string& name) {
   return "";
 }
 
-PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks,
+PlanDevice plan_device(const std::string& name, model::Precision precision, int ranks,
                        double peak_flops, const std::string& peak_source) {
   PlanDevice d;
   d.name = name;
@@ -112,7 +112,9 @@ PlanDevice plan_device(const std::string& name, const std::string& precision, in
     d.memory_source = "nominal capacity of the " + name;
     d.reserve_bytes = kCudaContextBytes;
     d.rounding = kAllocatorRounding;
-    const auto peak = metrics::gpu_peak_flops(r.cuda_name, precision);
+    const auto peak = metrics::gpu_peak_flops(r.cuda_name, precision == model::Precision::fp32
+                                                               ? metrics::PeakPrecision::fp32
+                                                               : metrics::PeakPrecision::half);
     d.peak_flops = peak ? peak->flops_per_s : 0;
     d.peak_source = peak ? peak->source : "unknown";
     d.efficiency = 0.35;
@@ -127,13 +129,9 @@ PlanDevice plan_device(const std::string& name, const std::string& precision, in
 }
 
 std::string PlanCandidate::name() const {
-  std::string s = strategy;
-  if (pp > 1 && strategy != "pp") s += "+pp" + std::to_string(pp);
-  if (tp > 1 && strategy != "tp") s += "+tp" + std::to_string(tp);
-  if (cp > 1 && strategy != "cp") s += "+cp" + std::to_string(cp);
-  s += " n=" + std::to_string(ranks);
+  std::string s = spec().name() + " n=" + std::to_string(ranks);
   if (pp > 1) {
-    s += " " + pp_schedule;
+    s += std::string(" ") + to_string(pp_schedule);
     if (pp_virtual > 1) s += " V" + std::to_string(pp_virtual);
   }
   return s;
@@ -141,54 +139,37 @@ std::string PlanCandidate::name() const {
 
 std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& config,
                                            const TrainConfig& train,
-                                           const std::vector<std::string>& strategies) {
-  auto wanted = [&](const std::string& s) {
-    return strategies.empty() || std::find(strategies.begin(), strategies.end(), s) != strategies.end();
-  };
+                                           const std::vector<parallel::StrategyKind>& strategies) {
   std::vector<PlanCandidate> out;
-  auto add = [&](PlanCandidate c) {
-    if (wanted(c.strategy)) out.push_back(c);
-  };
-  add({"single", 1, 1, 1, 1, 1, "-", 1});  // the reference (the only candidate on one rank)
-  if (ranks < 2) return out;
-  auto tp_divides = [&](int t) {
-    return config.attn_heads % t == 0 && config.attn_kv_heads % t == 0 &&
-           config.gdn_heads % t == 0 && config.mlp_hidden % t == 0;
-  };
-  const int64_t layers = config.num_layers();
-  for (const char* s : {"ddp", "fsdp", "fsdp2"}) add({s, ranks, ranks, 1, 1, 1, "-", 1});
-  // pipelines over every rank, and dp x pp / fsdp2 x pp / ddp x tp / fsdp2 x tp meshes
-  for (int pp = 2; pp <= ranks; ++pp) {
-    if (ranks % pp != 0 || pp > layers) continue;
-    const int dp = ranks / pp;
-    int64_t micro = 0;  // M; 0: the batch does not split over this dp (plan() says so)
-    try {
-      micro = split_batch(train, dp).micro_batches;
+  for (const parallel::StrategySpec& spec : parallel::single_axis_meshes(ranks)) {
+    if (!strategies.empty() &&
+        std::find(strategies.begin(), strategies.end(), spec.strategy) == strategies.end())
+      continue;
+    PlanCandidate c;
+    c.strategy = spec.strategy;
+    c.ranks = spec.strategy == parallel::StrategyKind::single ? 1 : ranks;
+    c.pp = spec.pp;
+    c.tp = spec.tp;
+    c.cp = spec.cp;
+    c.dp = c.ranks / spec.model_ranks();
+    parallel::RunFacts facts;  // what the mesh alone decides (LoRA dropout: plan()'s row)
+    facts.model = &config;
+    facts.seq_len = train.seq_len;
+    facts.cp_layout = train.cp_layout;
+    try {  // M; unknown (0) when the batch does not split over this dp (plan() says so)
+      facts.micro_batches = split_batch(train, c.dp).micro_batches;
     } catch (const UserError&) {
     }
-    for (const char* sched : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
-      const std::string schedule = sched;
-      const int V = schedule == "interleaved" ? 2 : 1;
-      if (V > 1 && ((micro > 0 && micro % pp != 0) || int64_t(pp) * V > layers)) continue;
-      if (schedule == "zb-h1" && config.activation_checkpointing) continue;
-      add({dp == 1 ? "pp" : "ddp", ranks, dp, pp, 1, 1, schedule, V});
-      if (dp > 1) add({"fsdp2", ranks, dp, pp, 1, 1, schedule, V});
+    if (c.pp == 1) {
+      if (parallel::check_run(spec, facts).empty()) out.push_back(c);
+      continue;
     }
-  }
-  for (int tp = 2; tp <= ranks; ++tp) {
-    if (ranks % tp != 0 || !tp_divides(tp)) continue;
-    if (config.activation_checkpointing) continue;  // not combined with tp (tensor_parallel.h)
-    const int dp = ranks / tp;
-    add({dp == 1 ? "tp" : "ddp", ranks, dp, 1, tp, 1, "-", 1});
-    if (dp > 1) add({"fsdp2", ranks, dp, 1, tp, 1, "-", 1});
-  }
-  for (int cp = 2; cp <= ranks; ++cp) {
-    if (ranks % cp != 0) continue;
-    const int pieces = model::seq_piece_count(cp, train.cp_layout == "zigzag");
-    if (train.seq_len % pieces != 0) continue;
-    const int dp = ranks / cp;
-    add({dp == 1 ? "cp" : "ddp", ranks, dp, 1, 1, cp, "-", 1});
-    if (dp > 1) add({"fsdp2", ranks, dp, 1, 1, cp, "-", 1});
+    for (const auto& schedule : parallel::kPipeScheduleNames) {
+      c.pp_schedule = facts.pp_schedule = schedule.value;
+      c.pp_virtual = facts.pp_virtual =
+          schedule.value == parallel::PipeSchedule::interleaved ? 2 : 1;
+      if (parallel::check_run(spec, facts).empty()) out.push_back(c);
+    }
   }
   return out;
 }
@@ -201,7 +182,7 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
   const bool pipeline = c.pp > 1 || c.tp > 1;
   const int dp = c.dp * c.cp;  // gradients and shards are over dp x cp
   HeldPrediction h;
-  if (!pipeline && c.strategy == "fsdp") {
+  if (!pipeline && c.spec().dp_kind() == parallel::DpKind::fsdp) {
     // flat units: root + one per block, in parameter order; AdamW over this rank's range
     std::map<int64_t, std::vector<const model::ParamSpec*>> units;
     for (const auto& p : table) units[is_block_param(p.name) ? block_of(p.name) + 1 : 0].push_back(&p);
@@ -251,7 +232,7 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     if (dim >= 0) shape[size_t(dim)] /= c.tp;
     held.emplace_back(&p, shape);
   }
-  const bool sharded = c.strategy == "fsdp2";
+  const bool sharded = c.spec().dp_kind() == parallel::DpKind::fsdp2;
   std::map<int64_t, parallel::UnitSize> units;  // fsdp2 without pipeline: root, blocks
   double stage_full = 0;                        // fsdp2 in a pipeline: the stage, gathered whole
   for (const auto& [p, shape] : held) {
@@ -300,12 +281,13 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   const TrainConfig& t = in.train;
   const PlanCandidate& c = row.candidate;
   const int64_t tokens_global = int64_t(t.global_batch) * t.seq_len;
-  const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
+  const bool flat = c.spec().dp_kind() == parallel::DpKind::fsdp && !c.spec().model_parallel();
   std::optional<parallel::PipeSpec> spec;
   if (c.pp > 1) spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
   // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
   const auto flops = model::training_flops_per_token(
-      in.model, in.lora, t.seq_len, model::seq_piece_count(c.cp, t.cp_layout == "zigzag"));
+      in.model, in.lora, t.seq_len,
+      model::seq_piece_count(c.cp, t.cp_layout == parallel::CpLayout::zigzag));
   const double model_ranks = double(c.pp) * c.tp * c.cp;
   double stage_share = 1.0 / c.pp;
   if (split) {
@@ -333,7 +315,7 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   const int dpc = c.dp * c.cp;
   double comm = 0;
   if (flat) comm = ring_s(total_bytes / model_ranks, dpc, 3.0, in.device);
-  else if (c.strategy == "fsdp2")
+  else if (c.spec().dp_kind() == parallel::DpKind::fsdp2)
     comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
            ring_s(trainable_bytes / model_ranks, dpc, 1.0, in.device);
   else comm = ring_s(trainable_bytes / model_ranks, dpc, 2.0, in.device);
@@ -397,7 +379,7 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
   // tensors holding fp16 values and makes none of those casts (model/half_emulation.h: right for
   // hlp-train's own CPU fp16 runs). A GPU fp16 candidate is therefore probed under bfloat16
   // autocast, which makes the same casts to a 2-byte type as CUDA autocast does.
-  model::Precision precision = model::parse_precision(t.precision);
+  model::Precision precision = t.precision;
   if (precision == model::Precision::fp16 && in.device.name != "cpu") precision = model::Precision::bf16;
   const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
                           [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
@@ -417,15 +399,21 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
       continue;
     }
     const int64_t micro = batch.micro_batches;
-    try {  // what hlp-train refuses for tensor parallelism, with its message
-      parallel::check_tensor_parallel(in.model, c.tp, in.lora.dropout);
-    } catch (const UserError& e) {
-      row.problem = e.what();
+    parallel::RunFacts facts;  // what hlp-train refuses for this mesh, with its message
+    facts.model = &in.model;
+    facts.lora_dropout = in.lora.dropout;
+    facts.seq_len = t.seq_len;
+    facts.cp_layout = t.cp_layout;
+    facts.pp_schedule = c.pp_schedule;
+    facts.pp_virtual = c.pp_virtual;
+    facts.micro_batches = int(micro);
+    row.problem = parallel::check_run(c.spec(), facts);
+    if (!row.problem.empty()) {
       rows.push_back(row);
       continue;
     }
-    const bool flat = c.strategy == "fsdp" && c.pp == 1 && c.tp == 1;
-    const bool split_backward = c.pp_schedule == "zb-h1";
+    const bool flat = c.spec().dp_kind() == parallel::DpKind::fsdp && !c.spec().model_parallel();
+    const bool split_backward = c.pp > 1 && c.pp_schedule == parallel::PipeSchedule::zb_h1;
     const int64_t probe_seq_len = t.seq_len / c.cp;  // a cp rank's tokens
     std::ostringstream key_text;
     key_text << in.probe_fingerprint << "|tp " << c.tp << " B " << batch.micro_batch << " T "
@@ -445,7 +433,8 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     }
     int64_t transition_tokens = 0;
     if (c.cp > 1) {
-      const auto layout = model::make_seq_layout(t.seq_len, c.cp, c.cp - 1, t.cp_layout == "zigzag");
+      const auto layout = model::make_seq_layout(t.seq_len, c.cp, c.cp - 1,
+                                                 t.cp_layout == parallel::CpLayout::zigzag);
       for (const auto& piece : layout.local_pieces())
         if (piece.index > 0) transition_tokens += piece.length;
     }
@@ -532,8 +521,9 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
       std::snprintf(line, sizeof(line),
                     "%d,%s,%s,%d,%d,%d,%d,%d,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%d,"
                     "%.6g,%.6g,%.4f,%.6g,%.6g,%s\n",
-                    ++rank, c.strategy.c_str(), c.name().c_str(), c.ranks, c.dp, c.pp, c.tp, c.cp,
-                    c.pp_schedule.c_str(), c.pp_virtual, r.held.params, r.held.grads,
+                    ++rank, to_string(c.strategy), c.name().c_str(), c.ranks, c.dp, c.pp, c.tp,
+                    c.cp, c.pp > 1 ? to_string(c.pp_schedule) : "-", c.pp_virtual, r.held.params,
+                    r.held.grads,
                     r.held.optimizer, r.working_set, r.activations, r.comm_buffers, r.reserve,
                     r.peak_bytes, r.limit_bytes, r.fits ? 1 : 0, r.compute_s, r.comm_s, r.bubble,
                     r.step_s, r.tokens_per_s, r.problem.c_str());
@@ -547,7 +537,7 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
                 "%s\n  memory: %.0f MiB a rank (%s); reserve %.0f MiB + %.0f%% of the peak\n"
                 "  compute: %.4g GFLOP/s peak (%s) at efficiency %.2f; links: %s\n",
                 in.train.model.c_str(), in.train.seq_len, in.train.global_batch,
-                in.train.micro_batch, in.train.lora_rank, in.train.precision.c_str(),
+                in.train.micro_batch, in.train.lora_rank, model::to_string(in.train.precision),
                 in.train.activation_checkpointing ? ", activation checkpointing" : "",
                 in.device.name.c_str(), mib(in.device.memory_bytes), in.device.memory_source.c_str(),
                 mib(in.device.reserve_bytes), 100 * in.device.rounding, in.device.peak_flops / 1e9,

@@ -47,6 +47,7 @@
 
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "parallel/registry.h"
 #include "parallel/stage_split.h"
 #include "train/activation_model.h"
 #include "train/config.h"
@@ -73,7 +74,7 @@ const std::vector<std::string>& plan_device_names();
 // Throws UserError listing plan_device_names() for an unknown name. `ranks`: on `cpu`, the
 // memory of this machine is shared by the ranks.
 // (a peak already measured by the caller, peak_flops > 0, is used instead of measuring again)
-PlanDevice plan_device(const std::string& name, const std::string& precision, int ranks,
+PlanDevice plan_device(const std::string& name, model::Precision precision, int ranks,
                        double peak_flops = 0, const std::string& peak_source = "");
 
 // The planner's device name for a run's device (hlp-train's device kind and name): "cpu", a
@@ -81,18 +82,21 @@ PlanDevice plan_device(const std::string& name, const std::string& precision, in
 std::string plan_device_of(const std::string& kind, const std::string& name);
 
 struct PlanCandidate {
-  std::string strategy;  // single | ddp | fsdp | fsdp2 | pp | tp | cp
+  parallel::StrategyKind strategy = parallel::StrategyKind::single;
   int ranks = 1, dp = 1, pp = 1, tp = 1, cp = 1;
-  std::string pp_schedule = "-";  // gpipe | 1f1b | interleaved | zb-h1 (pp > 1)
+  parallel::PipeSchedule pp_schedule = parallel::PipeSchedule::one_f_one_b;  // when pp > 1
   int pp_virtual = 1;
-  std::string name() const;  // "fsdp2+tp2 n=4", "pp n=4 1f1b"
+  parallel::StrategySpec spec() const { return {strategy, pp, tp, cp}; }
+  std::string name() const;  // the registry's composite name, then "n=4" and a pipeline's schedule
 };
 
-// Every strategy and mesh `ranks` allows for `config` (heads divisible by tp, layers by pp ...);
-// `strategies` empty = all. With ranks 2 or more, `single` on one rank is added for reference.
+// Every strategy and mesh with at most one model-parallel axis that `ranks` allows for `config`
+// (the registry's single_axis_meshes, each pipeline schedule, and check_run: heads divisible by
+// tp, layers by pp ...); `strategies` empty = all. With ranks 2 or more, `single` on one rank is
+// added for reference. (LoRA dropout with tp is left to plan(), which lists it with its reason.)
 std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& config,
                                            const TrainConfig& train,
-                                           const std::vector<std::string>& strategies);
+                                           const std::vector<parallel::StrategyKind>& strategies);
 
 struct HeldPrediction {
   double params = 0, grads = 0, optimizer = 0;

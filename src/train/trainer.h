@@ -1,8 +1,10 @@
 #pragma once
-// The step loop of hlp-train, readable top to bottom in trainer.cpp:
+// The step loop of hlp-train, readable top to bottom in trainer.cpp (train_step):
 //   next global batch (this rank's rows) -> micro-batches -> strategy forward/backward
-//   -> global gradient norm, clipping -> AdamW over the strategy's slots -> metrics, progress.
+//   -> global gradient norm, clipping -> AdamW over the strategy's slots -> the step report.
 // fp16: the backward runs on the loss times a dynamic scale; an overflow skips the update.
+// What the loop runs on is built once before it (session.h); the run's threads, device, backend
+// and mesh before that (run_context.h). src/train/README.md has the map.
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -12,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "metrics/result_info.h"
+#include "metrics/step_report.h"
 #include "parallel/strategy.h"
 #include "train/activation_model.h"
 #include "train/config.h"
@@ -19,33 +22,9 @@
 
 namespace hlp::train {
 
-// One finished step as the trainer saw it on this rank.
-struct StepReport {
-  int64_t step = 0;
-  double loss = 0.0;  // global mean loss (same on every rank)
-  double eval_loss = std::nan("");  // held-out loss, every --eval-every steps (NaN otherwise)
-  double lr = 0.0;
-  double grad_norm = 0.0;  // of the true (unscaled) gradients; inf / nan on an fp16 overflow
-  double loss_scale = 1.0;  // fp16: the scale this step's backward used (1 otherwise)
-  bool step_skipped = false;  // fp16: gradients overflowed, no optimizer update this step
-  // Every second of the step on the compute thread, attributed once:
-  //   step_time_s = data_wait_s + forward_s + backward_s + optimizer_s   (compute, phases)
-  //               + comm_exposed_s + pipeline_wait_s                   (blocked, phases)
-  //               + other_s   (the rest: batch layout, zero_grad, eval, loss bookkeeping)
-  double step_time_s = 0.0;
-  double data_wait_s = 0.0;
-  double optimizer_s = 0.0;  // optimizer compute; the grad-norm all-reduce counts as comm
-  double other_s = 0.0;
-  parallel::PhaseTimes phases;
-  // CPU seconds over the step: the whole process, the compute thread, the loader threads and
-  // the communication threads (BLAS / OpenMP workers are in cpu_s but in none of the others).
-  double cpu_s = 0.0, compute_cpu_s = 0.0, loader_cpu_s = 0.0, comm_cpu_s = 0.0;
-  int64_t optimizer_bytes = 0;
-  int64_t tokens_local = 0;   // tokens this rank processed (B*M*T, / cp under context parallelism)
-  int64_t tokens_global = 0;  // G * T
-  // Predicted activation peak of this rank (activation_model.h; NaN where it was not probed).
-  double activation_predicted_bytes = std::nan("");
-};
+// One finished step as the trainer saw it on this rank (metrics/step_report.h: its fields and
+// how they become the result file's step metrics).
+using StepReport = metrics::StepReport;
 
 // Exit code of a run stopped because the loss or the gradient norm was not finite.
 constexpr int kExitNonFinite = 3;
@@ -60,8 +39,8 @@ struct TrainOutcome {
   std::string non_finite;
   int64_t skipped_steps = 0;  // fp16: steps whose update was skipped (gradient overflow)
   ThreadPools threads;  // the pools as bounded for this run
-  std::string strategy_name;
-  std::string comm_backend;  // "mpi" | "nccl": what the strategy's collectives ran on
+  std::string strategy_name;  // the composite name (registry.h)
+  CommBackend comm_backend = CommBackend::mpi;  // what the strategy's collectives ran on
   parallel::HeldBytes held;
   int64_t optimizer_bytes = 0;
   int64_t params_total = 0, params_trainable = 0;
@@ -73,13 +52,10 @@ struct TrainOutcome {
   std::optional<metrics::ContextParallelInfo> context_parallel;
 };
 
-struct DeviceInfo;
+struct RunContext;
 
 struct TrainHooks {
   metrics::Recorder* recorder = nullptr;
-  // The device this rank computes on, already selected (train/device.h); nullptr = train()
-  // selects it from config.device itself (collective over world).
-  const DeviceInfo* device = nullptr;
   // Called on every rank once the strategy is built (model info for the result file).
   // After the strategy is built, before the first step; `activation` is the probe's profile
   // (activation_model.h; empty kinds when the allocator counter is not installed).
@@ -90,17 +66,17 @@ struct TrainHooks {
   std::function<void(const StepReport&, parallel::Strategy&)> on_step;
 };
 
-// `--strategy pp` without --pp puts every rank (per tp group) into the pipeline; likewise
-// `--strategy tp` without --tp. Other configurations are returned unchanged.
+// `--strategy pp` without --pp puts every rank the other axes leave into the pipeline; likewise
+// tp and cp (the registry's with_defaults). Other configurations are returned unchanged.
 TrainConfig with_parallel_defaults(TrainConfig config, int world_size);
 
-// Runs config.steps steps of config.strategy over `world` (collective). Throws hlp::UserError
-// for configurations that cannot run (mesh, batch arithmetic, data).
+// Runs ctx.config.steps steps (collective over ctx.world). Throws hlp::UserError for
+// configurations that cannot run (model, batch arithmetic, data).
+TrainOutcome train(const RunContext& ctx, const TrainHooks& hooks = {});
+// The same after resolve_run_context(config, world) (run_context.h).
 TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                    const TrainHooks& hooks = {});
 
-// Micro-batches per step on one data-parallel rank, validated: rows = G / dp must split into
-// micro-batches of config.micro_batch rows (or into config.micro_batches pieces).
 // The model and LoRA a configuration runs, as hlp-train resolves them: the preset with the
 // tokenizer's vocabulary (or --model-config's checkpoint config, whose vocabulary the tokenizer's
 // `tokenizer_vocab` ids must fit: UserError), checkpointing, kernels and the requested attention
@@ -112,6 +88,8 @@ struct RunModel {
 };
 RunModel resolve_run_model(const TrainConfig& config, int64_t tokenizer_vocab);
 
+// Micro-batches per step on one data-parallel rank, validated: rows = G / dp must split into
+// micro-batches of config.micro_batch rows (or into config.micro_batches pieces).
 struct BatchSplit {
   int rows_per_rank = 0;   // G / dp
   int micro_batch = 0;     // B

@@ -40,7 +40,7 @@ std::string error_of(std::vector<std::string> args) {
 TEST_CASE("defaults parse and validate", "[cli]") {
   auto p = parse({});
   CHECK(p.action == Action::Train);
-  CHECK(p.config.strategy == "single");
+  CHECK(p.config.strategy == hlp::parallel::StrategyKind::single);
   CHECK(p.config.lora_rank == 8);
   CHECK(p.config.data.find("datasets/sample/corpus.txt") != std::string::npos);
 }
@@ -48,7 +48,7 @@ TEST_CASE("defaults parse and validate", "[cli]") {
 TEST_CASE("command line values reach the config", "[cli]") {
   auto p = parse({"--strategy", "fsdp2", "--tp", "2", "--seq-len", "512", "--lr", "3e-4",
                   "--activation-checkpointing", "--pattern", "GGAS"});
-  CHECK(p.config.strategy == "fsdp2");
+  CHECK(p.config.strategy == hlp::parallel::StrategyKind::fsdp2);
   CHECK(p.config.tp == 2);
   CHECK(p.config.seq_len == 512);
   CHECK(p.config.lr == Approx(3e-4));
@@ -59,7 +59,7 @@ TEST_CASE("command line values reach the config", "[cli]") {
 TEST_CASE("INI file is read and the command line wins", "[cli]") {
   auto ini = write_temp("a.ini", "strategy = ddp\nseq-len = 64\nsteps = 7\n# comment\n");
   auto p = parse({"--config", ini, "--seq-len", "32"});
-  CHECK(p.config.strategy == "ddp");
+  CHECK(p.config.strategy == hlp::parallel::StrategyKind::ddp);
   CHECK(p.config.steps == 7);
   CHECK(p.config.seq_len == 32);
 }
@@ -101,8 +101,8 @@ TEST_CASE("errors name the option and the problem", "[cli]") {
 }
 
 TEST_CASE("kernels option: fused by default, reference on request, printed into the INI", "[cli]") {
-  CHECK(parse({}).config.kernels == "fused");
-  CHECK(parse({"--kernels", "reference"}).config.kernels == "reference");
+  CHECK(parse({}).config.kernels == hlp::model::Kernels::fused);
+  CHECK(parse({"--kernels", "reference"}).config.kernels == hlp::model::Kernels::reference);
   CHECK(hlp::cli::to_ini(parse({"--kernels", "reference"}).config).find("kernels = reference") !=
         std::string::npos);
   CHECK_THAT(error_of({"--kernels", "fast"}), Catch::Contains("--kernels") &&
@@ -111,9 +111,9 @@ TEST_CASE("kernels option: fused by default, reference on request, printed into 
 
 TEST_CASE("attn-impl option: auto by default, the four kernels accepted, others a one-line error",
           "[cli]") {
-  CHECK(parse({}).config.attn_impl == "auto");
+  CHECK(parse({}).config.attn_impl == hlp::model::AttnImpl::automatic);
   for (const char* impl : {"auto", "naive", "blocked", "sdpa"})
-    CHECK(parse({"--attn-impl", impl}).config.attn_impl == impl);
+    CHECK(hlp::model::to_string(parse({"--attn-impl", impl}).config.attn_impl) == impl);
   const auto message = error_of({"--attn-impl", "flash"});
   CHECK(message.find("--attn-impl") != std::string::npos);
   CHECK(message.find("auto, naive, blocked or sdpa") != std::string::npos);

@@ -1,5 +1,6 @@
 """check_results.py SWEEP_DIR RESULTS_DIR REPORT_DIR: every configuration of the rendered sweep
-has a complete result file that satisfies the minimum contract of DESIGN.md, and the report exists."""
+has a complete result file that satisfies the minimum contract (docs/results-schema.md, "The
+minimum contract"), and the report exists."""
 import glob
 import math
 import os

@@ -77,7 +77,7 @@ TEST_CASE("building a strategy holds its part plus one block, never the whole mo
 
         auto mesh = std::make_shared<parallel::Mesh>(test::world(), c.tp, c.pp);
         parallel::StrategyOptions o;
-        o.name = c.strategy;
+        o.strategy = parallel::parse_strategy(c.strategy);
         o.model = config;
         o.lora = lora;
         o.seed = 7;

@@ -71,7 +71,7 @@ Run make_run(const std::string& strategy, int tp, int pp, const model::LoraConfi
   Run r;
   r.comm = strategy == "single" ? test::self() : test::world();
   r.mesh = std::make_shared<parallel::Mesh>(r.comm, tp, pp);
-  r.options.name = strategy;
+  r.options.strategy = parallel::parse_strategy(strategy);
   r.options.model = hf::read_hf_config(fixture()).config;
   r.options.lora = lora;
   r.options.seed = 7;

@@ -37,24 +37,24 @@ TEST_CASE("metrics torch info: known GPUs map to their datasheet peaks, unknown 
 
 TEST_CASE("metrics torch info: the GPU table has a 16-bit and an fp32 dense peak per GPU, "
           "each naming its datasheet row", "[peak]") {
-  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", "bf16")->flops_per_s == 989e12);
-  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", "fp32")->flops_per_s == 67e12);
-  CHECK(gpu_peak_flops("NVIDIA H100 NVL", "bf16")->flops_per_s == 835e12);
-  CHECK(gpu_peak_flops("NVIDIA H200", "fp32")->flops_per_s == 67e12);
-  CHECK(gpu_peak_flops("NVIDIA A100-SXM4-80GB", "fp32")->flops_per_s == 19.5e12);
-  CHECK(gpu_peak_flops("NVIDIA L40S", "bf16")->flops_per_s == 362e12);
-  CHECK(gpu_peak_flops("NVIDIA L40S", "fp32")->flops_per_s == 91.6e12);
+  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", PeakPrecision::half)->flops_per_s == 989e12);
+  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", PeakPrecision::fp32)->flops_per_s == 67e12);
+  CHECK(gpu_peak_flops("NVIDIA H100 NVL", PeakPrecision::half)->flops_per_s == 835e12);
+  CHECK(gpu_peak_flops("NVIDIA H200", PeakPrecision::fp32)->flops_per_s == 67e12);
+  CHECK(gpu_peak_flops("NVIDIA A100-SXM4-80GB", PeakPrecision::fp32)->flops_per_s == 19.5e12);
+  CHECK(gpu_peak_flops("NVIDIA L40S", PeakPrecision::half)->flops_per_s == 362e12);
+  CHECK(gpu_peak_flops("NVIDIA L40S", PeakPrecision::fp32)->flops_per_s == 91.6e12);
   // V100 has no bf16: its 16-bit peak is the fp16 tensor-core one, and the source says so.
-  const auto v100 = gpu_peak_flops("Tesla V100-SXM2-32GB", "fp16");
+  const auto v100 = gpu_peak_flops("Tesla V100-SXM2-32GB", PeakPrecision::half);
   REQUIRE(v100.has_value());
   CHECK(v100->flops_per_s == 125e12);
   CHECK(v100->source.find("FP16") != std::string::npos);
-  CHECK(gpu_peak_flops("Tesla V100-SXM2-32GB", "fp32")->flops_per_s == 15.7e12);
-  CHECK(gpu_peak_flops("Tesla V100-PCIE-32GB", "fp32")->flops_per_s == 14e12);
-  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", "fp32")->source.find("FP32 dense 67 TFLOP/s") !=
+  CHECK(gpu_peak_flops("Tesla V100-SXM2-32GB", PeakPrecision::fp32)->flops_per_s == 15.7e12);
+  CHECK(gpu_peak_flops("Tesla V100-PCIE-32GB", PeakPrecision::fp32)->flops_per_s == 14e12);
+  CHECK(gpu_peak_flops("NVIDIA H100 80GB HBM3", PeakPrecision::fp32)
+            ->source.find("FP32 dense 67 TFLOP/s") !=
         std::string::npos);
-  CHECK_FALSE(gpu_peak_flops("NVIDIA H100 80GB HBM3", "int8").has_value());
-  CHECK_FALSE(gpu_peak_flops("Radeon 7900", "fp32").has_value());
+  CHECK_FALSE(gpu_peak_flops("Radeon 7900", PeakPrecision::fp32).has_value());
 }
 
 TEST_CASE("metrics torch info: the LibTorch version is the one compiled against", "[peak]") {

@@ -25,7 +25,7 @@ TEST_CASE("model: bad configs are user errors with a clear message", "[model][co
   CHECK_THROWS_AS(make_lora_config(8, 8, 0, "re:(unclosed"), hlp::UserError);
 }
 
-TEST_CASE("model: presets have the REFERENCE shapes", "[model][config]") {
+TEST_CASE("model: presets have the Jet-Nemotron shapes", "[model][config]") {
   auto jet2 = preset("jet-nemotron-2b");
   CHECK(jet2.pattern == "GGGGGGGGGGGGGGAGGGGASSGGGGGG");
   CHECK(jet2.layer_kind(14) == LayerKind::full_attention);
@@ -56,7 +56,7 @@ TEST_CASE("model: preset parameter counts (config only, nothing allocated)", "[m
   const auto small = count_parameters(preset("small"));
   INFO("jet2 " << jet2.total << " jet4 " << jet4.total << " gpt2 " << gpt2.total << " small "
                << small.total);
-  // Closed form for the 2B (REFERENCE shapes, JetBlock linear layers, REFERENCE §1):
+  // Closed form for the 2B (docs/model-math.md, "Jet-Nemotron shapes" and "The JetBlock variant"):
   const int64_t D = 1536, V = 151936, M = 8960;
   const int64_t mlp = 3 * D * M, norms = 2 * D;
   const int64_t attn = (D * 1536 + 1536) + 2 * (D * 256 + 256) + 1536 * D;
@@ -66,8 +66,8 @@ TEST_CASE("model: preset parameter counts (config only, nothing allocated)", "[m
                       D * generator + generator * 4 * value + 4 * value;
   const int64_t closed = V * D + 24 * (gdn + mlp + norms) + 4 * (attn + mlp + norms) + D;
   CHECK(jet2.total == closed);
-  CHECK(std::abs(jet2.total - 1.97e9) / 1.97e9 < 0.005);  // REFERENCE: about 1.97 B
-  CHECK(std::abs(jet4.total - 3.96e9) / 3.96e9 < 0.005);  // REFERENCE: about 3.96 B
+  CHECK(std::abs(jet2.total - 1.97e9) / 1.97e9 < 0.005);  // published: about 1.97 B
+  CHECK(std::abs(jet4.total - 3.96e9) / 3.96e9 < 0.005);  // published: about 3.96 B
   CHECK(std::abs(gpt2.total - 774.0e6) / 774.0e6 < 0.01);
   CHECK(small.total > 10e6);
   CHECK(small.total < 30e6);
@@ -126,7 +126,7 @@ TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[mo
     if (c.layer_kind(l) == LayerKind::sliding_window)
       naive_s_extra += 12.0 * c.attn_heads * c.attn_head_dim * (T - std::min<int64_t>(T, c.window));
   CHECK(full.executed_per_token == Approx(full.model_per_token + naive_s_extra));
-  // mixing terms of REFERENCE §3
+  // mixing terms of docs/model-math.md, "FLOPs and MFU"
   CHECK(mixing_training_flops_per_token(c, 14, T) == Approx(12.0 * 12 * 128 * T));
   CHECK(mixing_training_flops_per_token(c, 20, T) == Approx(12.0 * 12 * 128 * 1152));
   CHECK(mixing_training_flops_per_token(c, 0, T) ==
@@ -138,7 +138,7 @@ TEST_CASE("model: FLOPs: model 6N + mixing, executed 4N frozen + adapters", "[mo
   CHECK(executed.model_per_token == Approx(full.model_per_token));
   CHECK(executed.executed_per_token ==
         Approx(4.0 * counts.total + 6.0 * lora_counts.adapter + mixing + naive_s_extra));
-  CHECK(full.model_per_token / executed.executed_per_token > 1.3);  // REFERENCE: ~1.5x overstated
+  CHECK(full.model_per_token / executed.executed_per_token > 1.3);  // docs/model-math.md: ~1.5x
 
   // layer costs: size L + 2, sum = executed, head carries the tied matrix
   const auto costs = layer_costs(c, lora, T);

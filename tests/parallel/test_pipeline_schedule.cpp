@@ -16,7 +16,7 @@ namespace {
 
 PipeSpec spec(const std::string& schedule, int p, int M, int V = 1) {
   PipeSpec s;
-  s.schedule = schedule;
+  s.schedule = parse_pipe_schedule(schedule);  // an unknown name is a UserError here
   s.stages = p;
   s.micro_batches = M;
   s.chunks = V;
@@ -36,7 +36,8 @@ std::vector<PipeSpec> all_specs() {
 }
 
 std::string name(const PipeSpec& s) {
-  return s.schedule + " p" + std::to_string(s.stages) + " V" + std::to_string(s.chunks) + " M" +
+  return std::string(to_string(s.schedule)) + " p" + std::to_string(s.stages) + " V" +
+         std::to_string(s.chunks) + " M" +
          std::to_string(s.micro_batches);
 }
 
@@ -85,7 +86,8 @@ TEST_CASE("pipeline schedules: the ideal clock reproduces each schedule's closed
   const std::vector<PipeCosts> costs{{1, 1, 1}, {1, 1.2, 0.05}, {1, 1.1, 0.9}};
   for (const auto& s : all_specs()) {
     if (s.micro_batches < s.stages) continue;  // the formulas assume a full pipeline
-    if (s.schedule == "interleaved" && s.micro_batches == s.stages) continue;  // all warm-up
+    // all warm-up
+    if (s.schedule == PipeSchedule::interleaved && s.micro_batches == s.stages) continue;
     for (const auto& c : costs) {
       INFO(name(s) << " f " << c.f << " b " << c.b << " w " << c.w);
       const double V = s.chunks;

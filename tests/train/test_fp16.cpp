@@ -43,7 +43,7 @@ Fp16Run run(train::TrainConfig c, std::shared_ptr<comm::Communicator> comm) {
 train::TrainConfig fp16_config(const std::string& strategy) {
   auto c = test::tiny_config(strategy, 8);
   c.steps = 8;
-  c.precision = "fp16";
+  c.precision = hlp::model::Precision::fp16;
   return c;
 }
 
@@ -85,7 +85,7 @@ TEST_CASE("fp32 and bf16 runs have no loss scale and skip nothing", "[fp16]") {
   for (const char* precision : {"fp32", "bf16"}) {
     auto c = test::tiny_config("ddp", 8);
     c.steps = 3;
-    c.precision = precision;
+    c.precision = hlp::model::parse_precision(precision);
     const auto r = run(c, test::world());
     for (size_t i = 0; i < r.losses.size(); ++i) {
       CHECK(r.loss_scale[i] == 1.0);

@@ -80,7 +80,7 @@ TEST_CASE("pipeline: pp = world size reproduces single for every schedule and sp
         SECTION("pp" + std::to_string(n) + " " + schedule + " " + split + " lora_rank " +
                 std::to_string(lora_rank)) {
           auto c = mp_config("pp", lora_rank, n, 1);
-          c.pp_schedule = schedule;
+          c.pp_schedule = hlp::parallel::parse_pipe_schedule(schedule);
           c.pp_split = split;
           auto t = run(c, test::world());
           check_parity(t, reference(lora_rank));
@@ -166,7 +166,7 @@ TEST_CASE("tensor parallel and compositions reproduce single", "[parity][tp]") {
 TEST_CASE("tensor parallel: partners with different batches are detected", "[tp]") {
   auto mesh = std::make_shared<parallel::Mesh>(test::world(), /*tp=*/2, /*pp=*/1);
   parallel::StrategyOptions so;
-  so.name = "tp";
+  so.strategy = parallel::StrategyKind::tp;
   so.model = model::resolve_model_config("tiny", "", "chunked").with_vocab(258);
   so.lora = model::make_lora_config(8, 16, 0.0, "q_proj,k_proj,v_proj,o_proj");
   so.mesh = mesh;
@@ -208,7 +208,7 @@ TEST_CASE("pipeline benchmark: bubble vs theory, uniform vs balanced", "[.][benc
     c.global_batch = m;
     c.steps = 5;
     c.pp_split = split;
-    c.pp_schedule = sched;
+    c.pp_schedule = hlp::parallel::parse_pipe_schedule(sched);
     std::vector<double> step_s;
     train::TrainHooks hooks;
     hooks.on_step = [&](const train::StepReport& r, parallel::Strategy&) {
@@ -251,7 +251,7 @@ TEST_CASE("tensor parallel: the JetBlock layers of small (dynamic conv kernel ge
     c.lora_targets = "all-linear";  // adapters on every projection, w1 and w2 included
     auto want = run(c, test::self());
     REQUIRE(want.losses.back() < want.losses.front());
-    c.strategy = "tp";
+    c.strategy = hlp::parallel::StrategyKind::tp;
     c.tp = 2;
     INFO("lora_rank " << lora_rank);
     check_parity(run(c, test::world()), want);
@@ -278,7 +278,7 @@ TEST_CASE("pipeline: interleaved and zb-h1 schedules reproduce single", "[parity
         }
         auto c = mp_config("pp", lora_rank, n, 1);
         c.pattern = pattern;
-        c.pp_schedule = schedule;
+        c.pp_schedule = hlp::parallel::parse_pipe_schedule(schedule);
         const int V = std::string(schedule) == "interleaved" ? 2 : 1;
         c.pp_virtual = V;
         c.pp_split = "uniform";
@@ -324,7 +324,7 @@ TEST_CASE("pipeline: interleaved and zb-h1 compose with ddp and fsdp2 and tp", "
               " lora_rank " + std::to_string(lora_rank)) {
         auto c = mp_config(k.strategy, lora_rank, 2, k.tp);
         c.pattern = pattern;
-        c.pp_schedule = k.schedule;
+        c.pp_schedule = hlp::parallel::parse_pipe_schedule(k.schedule);
         c.pp_virtual = std::string(k.schedule) == "interleaved" ? 2 : 1;
         check_parity(run(c, test::world()), want);
       }
@@ -336,10 +336,10 @@ TEST_CASE("pipeline: schedule combinations that cannot run end with a user error
   const int n = test::world()->size();
   auto c = mp_config("pp", 8, n, 1);
   c.steps = 1;
-  c.pp_schedule = "interleaved";
+  c.pp_schedule = hlp::parallel::PipeSchedule::interleaved;
   c.pp_virtual = 1;  // interleaved needs V >= 2
   CHECK_THROWS_AS(train::train(c, test::world()), UserError);
-  c.pp_schedule = "zb-h1";
+  c.pp_schedule = hlp::parallel::PipeSchedule::zb_h1;
   c.activation_checkpointing = true;  // B would run the recompute's fused backward
   CHECK_THROWS_AS(train::train(c, test::world()), UserError);
 }
@@ -363,7 +363,7 @@ TEST_CASE("context parallel reproduces single", "[parity][cp]") {
                 std::to_string(k.tp) + " " + layout + " lora_rank " + std::to_string(lora_rank)) {
           auto c = mp_config(k.strategy, lora_rank, 1, k.tp);
           c.cp = k.cp;
-          c.cp_layout = layout;
+          c.cp_layout = hlp::parallel::parse_cp_layout(layout);
           auto t = run(c, test::world());
           check_parity(t, reference(lora_rank));
           // each rank computed T / cp tokens of its rows
@@ -399,7 +399,7 @@ TEST_CASE("context parallel: small (JetBlock dynamic convolution, hybrid pattern
     c.lora_targets = "all-linear";
     auto want = run(c, test::self());
     REQUIRE(want.losses.back() < want.losses.front());
-    c.strategy = "cp";
+    c.strategy = hlp::parallel::StrategyKind::cp;
     c.cp = n;
     INFO("lora_rank " << lora_rank);
     check_parity(run(c, test::world()), want);

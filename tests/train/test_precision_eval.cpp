@@ -13,7 +13,7 @@ TEST_CASE("bf16 runs on CPU with fp32 master weights and tracks fp32", "[precisi
   for (const char* strategy : {"ddp", "fsdp2"}) {
     auto c = test::tiny_config(strategy, 8);
     const auto fp32 = train::train(c, test::world());
-    c.precision = "bf16";
+    c.precision = hlp::model::Precision::bf16;
     const auto bf16 = train::train(c, test::world());
     REQUIRE(bf16.losses.size() == fp32.losses.size());
     CHECK(bf16.optimizer_bytes == fp32.optimizer_bytes);  // fp32 Adam state either way

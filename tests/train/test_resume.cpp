@@ -103,7 +103,7 @@ TEST_CASE("resume refuses a checkpoint of another strategy", "[resume]") {
   c.steps = 1;
   c.checkpoint_dir = "/tmp/hlp_test_resume_mismatch_n" + std::to_string(test::world()->size());
   train::train(c, test::world());
-  c.strategy = "fsdp2";
+  c.strategy = hlp::parallel::StrategyKind::fsdp2;
   c.resume = true;
   CHECK_THROWS_WITH(train::train(c, test::world()), Catch::Contains("written by strategy ddp"));
 }

@@ -67,14 +67,14 @@ TEST_CASE("held bytes equal the closed form", "[memory]") {
     }
     INFO("lora_rank " << lora_rank << " ranks " << n);
     {  // ddp: full replica; gradients and Adam state for trainable parameters only
-      c.strategy = "ddp";
+      c.strategy = hlp::parallel::StrategyKind::ddp;
       auto o = train::train(c, test::world());
       CHECK(o.held.param_bytes == 4 * total);
       CHECK(o.held.grad_bytes == 4 * trainable);
       CHECK(o.optimizer_bytes == 8 * trainable);
     }
     {  // fsdp2: every parameter sharded on dim 0: ceil(d0/n) rows each
-      c.strategy = "fsdp2";
+      c.strategy = hlp::parallel::StrategyKind::fsdp2;
       auto o = train::train(c, test::world());
       int64_t shard = 0, shard_trainable = 0;
       for (auto& p : params) {
@@ -88,7 +88,7 @@ TEST_CASE("held bytes equal the closed form", "[memory]") {
     }
     {  // fsdp: one flat buffer a unit (root, each block), ceil(N_u/n) elements; the gradient
        // shard is the whole flat shard; Adam state for the trainable elements in this range
-      c.strategy = "fsdp";
+      c.strategy = hlp::parallel::StrategyKind::fsdp;
       auto o = train::train(c, test::world());
       std::map<std::string, std::vector<ParamShape>> units;
       for (auto& p : params) {

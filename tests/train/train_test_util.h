@@ -24,7 +24,7 @@ inline std::string sample_corpus() { return source_dir() + "/datasets/sample/cor
 // tiny model (GAGS), T = 32, G = 8, B = 2: 5 steps take well under a second a strategy.
 inline train::TrainConfig tiny_config(const std::string& strategy, int lora_rank) {
   train::TrainConfig c;
-  c.strategy = strategy;
+  c.strategy = hlp::parallel::parse_strategy(strategy);
   c.model = "tiny";
   c.data = sample_corpus();
   c.seq_len = 32;

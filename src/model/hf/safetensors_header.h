@@ -4,10 +4,10 @@
 // the sharded checkpoint's model.safetensors.index.json. SafetensorsFile (safetensors.h) maps a
 // file and reads tensors on top of parse_safetensors_header().
 //
-// Format (REFERENCE.md §7): u64 little-endian header length N, N bytes of JSON (may end in
-// spaces), then the raw data. Header entries: "name": {"dtype": "BF16"|"F16"|"F32"|...,
-// "shape": [...], "data_offsets": [begin, end]} relative to the data start, optional
-// "__metadata__" (string -> string). Row-major, no strides.
+// Format (docs/formats.md, "safetensors"): u64 little-endian header length N, N bytes of JSON
+// (may end in spaces), then the raw data. Header entries: "name": {"dtype":
+// "BF16"|"F16"|"F32"|..., "shape": [...], "data_offsets": [begin, end]} relative to the data
+// start, optional "__metadata__" (string -> string). Row-major, no strides.
 #include <cstddef>
 #include <cstdint>
 #include <map>

@@ -51,7 +51,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gdn_gates_backward(
     const at::Tensor& dbeta, const at::Tensor& dg, const at::Tensor& a, const at::Tensor& b,
     const at::Tensor& A_log, const at::Tensor& dt_bias);
 
-// ---- Gated delta rule, chunked (REFERENCE.md §1), one task per (batch, head) ----
+// ---- Gated delta rule, chunked, one task per (batch, head) ----
+// (docs/model-math.md, "The chunked form")
 // q, k: [B, T, H, dk]; v: [B, T, H, dv]; beta, g: [B, T, H]; initial_state: [B, H, dk, dv] or
 // undefined. Returns output [B, T, H, dv], final state [B, H, dk, dv] and, when save_states,
 // the state entering every chunk [B, H, N, dk, dv] (N = ceil(T / chunk)) for the backward.

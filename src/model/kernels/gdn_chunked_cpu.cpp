@@ -1,6 +1,7 @@
-// The chunked gated delta rule (REFERENCE.md §1) as one task per (batch, head), chunk after
-// chunk, with every per-chunk product a direct BLAS call on strided rows of q, k, v (no padding,
-// no [B, H, N, C, C] intermediates). Per chunk of L <= C rows (Q, K [L, dk], V [L, dv]):
+// The chunked gated delta rule (docs/model-math.md, "The chunked form") as one task per
+// (batch, head), chunk after chunk, with every per-chunk product a direct BLAS call on strided
+// rows of q, k, v (no padding, no [B, H, N, C, C] intermediates). Per chunk of L <= C rows
+// (Q, K [L, dk], V [L, dv]):
 //   gamma = cumsum(g);  E = exp(gamma);  Dm_ij = exp(gamma_i - gamma_j) (j <= i, else 0)
 //   A = strict_lower(diag(beta) K K^T * Dm);  Tinv = (I + A)^-1   (UT transform, row recursion)
 //   W = Tinv diag(beta E) K;  U = Tinv diag(beta) V

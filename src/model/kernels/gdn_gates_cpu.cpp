@@ -1,4 +1,4 @@
-// The Gated DeltaNet gate path in one pass each way (REFERENCE.md §1):
+// The Gated DeltaNet gate path in one pass each way (docs/model-math.md, "Gated DeltaNet"):
 //   q, k:  y = scale n / sqrt(sum n^2 + 1e-6) per head, n = SiLU(x) (JetBlock) or x;
 //          backward dn = scale (r dy - n r^3 (n . dy)), dx = dn SiLU'(x)
 //   beta = sigmoid(b);  g = -exp(A_log) softplus(a + dt_bias)
