@@ -18,8 +18,10 @@ std::string slice_key(const ConfigRow& r, const std::vector<std::string>& cols) 
 }
 }  // namespace
 
-const std::vector<std::string> kModelSlice = {"model", "pattern", "lora_rank", "micro_batch",
-                                              "precision", "device", "act_ckpt", "gdn_mode", "attn_impl"};
+const std::vector<std::string> kModelSlice = {"model",     "pattern",    "lora_rank",
+                                              "micro_batch", "precision", "base_dtype",
+                                              "device",    "act_ckpt",   "gdn_mode",
+                                              "attn_impl"};
 
 std::vector<const ConfigRow*> best_slice(const std::vector<const ConfigRow*>& rows,
                                          const std::vector<std::string>& cols,

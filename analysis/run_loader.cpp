@@ -188,6 +188,8 @@ RunData load_one(const std::string& path) {
     c["pp_virtual"] = "-";
   }
   c["precision"] = ini_value(ini, "precision");
+  // the storage of frozen weight matrices (--base-dtype, resolved); files before it had fp32
+  c["base_dtype"] = ini.count("base-dtype") ? ini_value(ini, "base-dtype") : "fp32";
   c["act_ckpt"] = ini_value(ini, "activation-checkpointing");
   c["gdn_mode"] = ini_value(ini, "gdn-mode");
   // the kernel that ran (auto resolved) when the file says; else the requested --attn-impl

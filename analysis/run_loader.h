@@ -22,7 +22,7 @@ inline const std::vector<std::string>& config_columns() {
       "strategy", "dp", "pp", "tp", "cp", "world_size", "device", "model", "pattern", "lora_rank",
       "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split", "pp_schedule",
       "pp_virtual",
-      "precision", "act_ckpt", "gdn_mode", "attn_impl"};
+      "precision", "base_dtype", "act_ckpt", "gdn_mode", "attn_impl"};
   return cols;
 }
 

@@ -75,6 +75,8 @@ int run(int argc, char** argv) {
   const Site site = parse_site(site_text);
   const JobFile job = read_job_file(job_path);
   Sweep sweep = expand_sweep(job);
+  for (const std::string& warning : vocabulary_warnings(sweep))
+    std::cerr << "hlp-sweep: warning: " << warning << "\n";
   if (list) {
     for (const Config& config : sweep.configs) std::cout << config.name << "\n";
     return 0;

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "data/tokenizer.h"
+#include "model/config.h"
 #include "parallel/registry.h"
 #include "train_options.h"
 
@@ -176,6 +178,30 @@ Sweep expand_sweep(const JobFile& job) {
 
   group_shapes(sweep);
   return sweep;
+}
+
+std::vector<std::string> vocabulary_warnings(const Sweep& sweep) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> configs;
+  for (const Config& c : sweep.configs) {
+    const std::string model = c.value("model");
+    const std::string tokenizer = c.value("tokenizer");
+    if (!model.empty() && c.value("model-config").empty())  // a checkpoint's vocabulary rules
+      configs[{model, tokenizer.empty() ? "byte" : tokenizer}].push_back(c.name);
+  }
+  std::vector<std::string> warnings;
+  for (const auto& [key, names] : configs) {
+    int64_t vocab = 0;
+    try {
+      vocab = data::make_tokenizer(key.second)->vocab_size();
+    } catch (const UserError&) {
+      continue;  // unreadable here (e.g. a path of the cluster): hlp-train says so
+    }
+    const std::string warning = model::preset_vocabulary(key.first, vocab, key.second).warning;
+    if (warning.empty()) continue;
+    warnings.push_back(std::to_string(names.size()) + " configuration(s) (" + names.front() +
+                       (names.size() > 1 ? ", ..." : "") + "): " + warning);
+  }
+  return warnings;
 }
 
 void group_shapes(Sweep& sweep) {

@@ -35,6 +35,11 @@ struct Sweep {
 // (e.g. ranks not divisible by tp*pp), and when the sweep ends up empty.
 Sweep expand_sweep(const JobFile& job);
 
+// One line per (model, tokenizer) of the sweep whose real model's vocabulary hlp-train would
+// replace with a smaller tokenizer's (model::preset_vocabulary), naming its configurations. A
+// tokenizer file that cannot be read here is left to hlp-train.
+std::vector<std::string> vocabulary_warnings(const Sweep& sweep);
+
 // (Re)builds sweep.shapes from sweep.configs: one per rank count, ascending.
 void group_shapes(Sweep& sweep);
 

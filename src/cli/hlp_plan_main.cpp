@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,11 @@ hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
   train::PlanInputs in;
   in.train = c;
   auto run_model = train::resolve_run_model(c, data::make_tokenizer(c.tokenizer)->vocab_size());
+  if (!run_model.vocab_warning.empty()) {  // once per model and tokenizer
+    static std::set<std::string> said;
+    if (said.insert(run_model.vocab_warning).second)
+      std::fprintf(stderr, "hlp-plan: warning: %s\n", run_model.vocab_warning.c_str());
+  }
   in.model = run_model.model;
   in.lora = run_model.lora;
   // auto / sdpa resolve to the blocked kernel on the CPU (linear memory, as sdpa's flash /

@@ -96,6 +96,8 @@ class OptionTable {
 
 // Parsers and printers of the option enums that have a names table.
 const char* print_precision(model::Precision p) { return model::to_string(p); }
+model::BaseDtype parse_base_dtype(const std::string& t) { return model::parse_base_dtype(t); }
+const char* print_base_dtype(model::BaseDtype d) { return model::to_string(d); }
 model::Precision parse_precision(const std::string& t) { return model::parse_precision(t); }
 model::GdnMode parse_gdn_mode(const std::string& t) { return model::parse_gdn_mode(t); }
 const char* print_gdn_mode(model::GdnMode m) { return enum_name(m, model::kGdnModeNames); }
@@ -242,12 +244,19 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "weight-decay", &C::weight_decay, "AdamW weight decay");
   t.add(run, "grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 = off");
   t.add_choice(run, "precision", &C::precision, parse_precision, print_precision,
-        "fp32 | bf16 | fp16: bf16 and fp16 compute with fp32 master weights, fp32 gradient "
-        "reduction and Adam state. fp16 adds dynamic loss scaling (an overflow skips the update "
+        "fp32 | bf16 | fp16: bf16 and fp16 compute with fp32 master weights of what trains, "
+        "fp32 gradient reduction and Adam state (frozen matrices: --base-dtype). fp16 adds dynamic loss scaling (an overflow skips the update "
         "and halves the scale). On CPU, bf16 is LibTorch's CPU autocast; fp16 has no CPU kernels "
         "in LibTorch, so its matmuls (all projections, LoRA, LM head) are emulated: fp16-rounded "
         "operands, results and gradients, fp32 accumulation; the rest runs in fp32 "
         "(docs/strategies.md, Precision)");
+  t.add_choice(run, "base-dtype", &C::base_dtype, parse_base_dtype, print_base_dtype,
+               "storage of the frozen weight matrices (projections, embedding, LM head): auto "
+               "(the compute dtype of --precision: bf16 under bf16, fp16 under fp16, else fp32) "
+               "| fp32 | bf16 | fp16. Adapters (and everything under full finetuning) stay fp32 "
+               "masters with fp32 gradients and AdamW state; frozen vectors and convolution "
+               "kernels stay fp32. bf16 / fp16 need the same --precision (weights are used as "
+               "stored, never cast per step); the resolved value is recorded");
   t.add(run, "loss-scale-init", &C::loss_scale_init,
         "fp16: initial dynamic loss scale (as torch.cuda.amp.GradScaler)");
   t.add(run, "loss-scale-growth-interval", &C::loss_scale_growth_interval,
@@ -298,6 +307,7 @@ void validate(const train::TrainConfig& c) {
     throw user_error("--loss-scale-init must be a finite number >= 1 (got ", c.loss_scale_init,
                      ")");
   require_positive("loss-scale-growth-interval", c.loss_scale_growth_interval);
+  model::resolve_base_dtype(c.base_dtype, c.precision);  // a combination that cannot run
   if (c.comm == train::CommBackend::nccl && c.device == train::DeviceKind::cpu)
     throw user_error("--comm nccl moves CUDA tensors and needs --device cuda (or auto on a "
                      "GPU); use --comm mpi or auto with --device cpu");

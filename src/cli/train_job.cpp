@@ -171,10 +171,11 @@ void JobRecord::start(const parallel::StrategyOptions& so, parallel::Strategy& s
     ctx_.log.info("device %s (cc %s, %d GPU(s) used on rank 0's node), comm %s",
                   ctx_.device.label().c_str(), ctx_.device.compute_capability.c_str(),
                   ctx_.device.node_devices_used, train::to_string(ctx_.backend));
-  ctx_.log.info("%s on %d rank(s): model %s (%lld params, %lld trainable), T=%d, global batch %d",
+  ctx_.log.info("%s on %d rank(s): model %s (%lld params, %lld trainable; frozen matrices in "
+                "%s), T=%d, global batch %d",
                 strategy.name().c_str(), ctx_.world->size(), so.model.summary().c_str(),
                 (long long)strategy.params_total(), (long long)strategy.params_trainable(),
-                c.seq_len, c.global_batch);
+                model::to_string(c.base_dtype), c.seq_len, c.global_batch);
   if (writer_) {
     metrics::ModelInfo mi;
     mi.name = c.model;
@@ -196,7 +197,7 @@ void JobRecord::start(const parallel::StrategyOptions& so, parallel::Strategy& s
     if (!mi.plan_device.empty())
       std::tie(mi.plan_step_s, mi.plan_tokens_per_s) =
           plan_prediction(ctx_, mi.plan_device, so, peak_);
-    writer_->write_model(mi, strategy.held_bytes().param_bytes / 4);
+    writer_->write_model(mi, strategy.held_bytes().param_elements);
   }
   reset_memory_peak();
 }

@@ -4,7 +4,7 @@
 // nccl_communicator.h).
 //
 // Semantics every backend keeps:
-// - dtypes: float32, bfloat16, float64, int64 (table and bf16 rule in dtype.h).
+// - dtypes: float32, bfloat16, float16, float64, int64 (table and 16-bit rule in dtype.h).
 // - Tensors may be non-contiguous (copied in/out) and may have 0 elements. Shapes are ignored
 //   except for element counts: collectives work on the flat row-major elements.
 // - Every op has an async form returning a Work. Async ops of one communicator execute in issue

@@ -11,6 +11,7 @@ const DtypeInfo kDtypes[] = {
     {c10::ScalarType::Double, "float64", 8, c10::ScalarType::Double},
     {c10::ScalarType::Long, "int64", 8, c10::ScalarType::Long},
     {c10::ScalarType::BFloat16, "bfloat16", 2, c10::ScalarType::Float},
+    {c10::ScalarType::Half, "float16", 2, c10::ScalarType::Float},
 };
 
 }  // namespace
@@ -26,7 +27,7 @@ const DtypeInfo& dtype_info(c10::ScalarType type) {
     if (info.type == type) return info;
   throw std::invalid_argument(std::string("communicator: unsupported tensor dtype ") +
                               c10::toString(type) +
-                              "; supported: float32, bfloat16, float64, int64");
+                              "; supported: float32, bfloat16, float16, float64, int64");
 }
 
 }  // namespace hlp::comm

@@ -104,6 +104,7 @@ MPI_Datatype mpi_wire_type(c10::ScalarType type) {
     case c10::ScalarType::Double: return MPI_DOUBLE;
     case c10::ScalarType::Long: return MPI_INT64_T;
     case c10::ScalarType::BFloat16: return MPI_UINT16_T;
+    case c10::ScalarType::Half: return MPI_UINT16_T;  // moved as bits; reduced in float32
     default: dtype_info(type);  // throws the "unsupported dtype" message
   }
   throw std::logic_error("mpi_wire_type: dtype table and MPI table disagree");

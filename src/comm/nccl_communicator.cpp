@@ -37,6 +37,7 @@ ncclDataType_t nccl_type(c10::ScalarType type) {
     case c10::ScalarType::Double: return ncclFloat64;
     case c10::ScalarType::Long: return ncclInt64;
     case c10::ScalarType::BFloat16: return ncclBfloat16;
+    case c10::ScalarType::Half: return ncclFloat16;
     default: dtype_info(type);  // throws "unsupported dtype"
   }
   throw std::logic_error("nccl_type: dtype table and NCCL table disagree");

@@ -269,4 +269,15 @@ TrainingFlops training_flops_per_token(const ModelConfig& c, const LoraConfig& l
   return f;
 }
 
+int64_t stored_bytes(const ParamSpec& param, BaseDtype base) {
+  return param.numel * parameter_element_bytes(param.trainable, int64_t(param.shape.size()), base);
+}
+
+int64_t stored_parameter_bytes(const ModelConfig& config, const LoraConfig& lora,
+                               BaseDtype base) {
+  int64_t bytes = 0;
+  for (const auto& p : parameter_table(config, lora)) bytes += stored_bytes(p, base);
+  return bytes;
+}
+
 }  // namespace hlp::model

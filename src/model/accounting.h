@@ -12,6 +12,7 @@
 
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/precision.h"
 
 namespace hlp::model {
 
@@ -47,6 +48,12 @@ struct ParamCounts {
 };
 
 ParamCounts count_parameters(const ModelConfig& config, const LoraConfig& lora = LoraConfig::none());
+
+// Bytes of one parameter as stored (model/precision.h: a frozen matrix in `base`, resolved; every
+// other parameter float32), and of the whole model (tied matrix once).
+int64_t stored_bytes(const ParamSpec& param, BaseDtype base);
+int64_t stored_parameter_bytes(const ModelConfig& config, const LoraConfig& lora,
+                               BaseDtype base);
 
 // Forward FLOPs per token of each layer (size L + 2) at sequence length seq_len:
 // 2 x (layer parameters) for the weights + the token-mixing term (attention scores and

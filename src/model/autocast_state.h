@@ -45,6 +45,17 @@ inline at::ScalarType autocast_dtype(Precision p) {
   return at::kFloat;
 }
 
+// The dtype of a resolved base dtype (fp32, bf16, fp16).
+inline at::ScalarType scalar_type(BaseDtype d) {
+  switch (d) {
+    case BaseDtype::bf16: return at::kBFloat16;
+    case BaseDtype::fp16: return at::kHalf;
+    case BaseDtype::automatic:
+    case BaseDtype::fp32: break;
+  }
+  return at::kFloat;
+}
+
 inline void set_autocast(c10::DeviceType device, bool on, at::ScalarType dtype) {
 #if HLP_AUTOCAST_TAKES_DEVICE
   at::autocast::set_autocast_enabled(device, on);

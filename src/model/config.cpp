@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 #include "common/error.h"
@@ -217,6 +218,32 @@ ModelConfig preset(const std::string& name) {
   }
   c.validate();
   return c;
+}
+
+PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t tokenizer_vocab,
+                                   const std::string& tokenizer) {
+  const ModelConfig c = preset(preset_name);
+  const bool real = preset_name == "jet-nemotron-2b" || preset_name == "jet-nemotron-4b" ||
+                    preset_name == "gpt2-large";
+  PresetVocabulary v{tokenizer_vocab, ""};
+  if (!real || tokenizer_vocab > c.vocab) return v;
+  if (tokenizer_vocab * 100 >= c.vocab * 99) {  // the model's own tokenizer: its padded vocab
+    v.vocab = c.vocab;
+    return v;
+  }
+  const double lost = double(c.vocab - tokenizer_vocab) * double(c.hidden) *
+                      (c.tied_embeddings ? 1.0 : 2.0) / 1e6;
+  std::ostringstream os;
+  os << "--model " << preset_name << " has a vocabulary of " << c.vocab << " ids but --tokenizer "
+     << tokenizer << " has " << tokenizer_vocab << ": the embedding and LM head shrink to "
+     << tokenizer_vocab << " rows (" << std::fixed << std::setprecision(1) << lost
+     << " M parameters fewer) and the logits to " << tokenizer_vocab
+     << " columns, so memory and time are not the real model's; use the model's tokenizer"
+     << (preset_name.rfind("jet-nemotron", 0) == 0
+             ? " (--tokenizer build/datasets/qwen3/tokenizer.json, shipped)"
+             : "");
+  v.warning = os.str();
+  return v;
 }
 
 std::vector<std::string> preset_names() {

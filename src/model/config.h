@@ -113,6 +113,20 @@ struct ModelConfig {
 ModelConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 
+// The vocabulary a preset runs with when the data is tokenized with `tokenizer` (its name, for
+// the message) of `tokenizer_vocab` ids. The presets of real models (jet-nemotron-2b / -4b,
+// gpt2-large) keep their own vocabulary when the tokenizer is the model's (its ids fill the
+// padded vocabulary to within 1 %, as Qwen's 151,669 ids fill Jet-Nemotron's 151,936); any other
+// tokenizer's vocabulary replaces the preset's (tiny and small take the tokenizer's as theirs).
+// `warning` is one line when a real model's vocabulary is replaced by a smaller tokenizer's:
+// its embedding, LM head and logits are then not the real model's ("" otherwise).
+struct PresetVocabulary {
+  int64_t vocab = 0;
+  std::string warning;
+};
+PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t tokenizer_vocab,
+                                   const std::string& tokenizer);
+
 // Builds the config a user asked for: preset, then optional --pattern (empty = keep), then
 // --gdn-mode. The vocab is set by the caller from the tokenizer (with_vocab).
 ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,

@@ -56,7 +56,11 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t fir
 
 torch::Tensor HybridLMImpl::embed(const torch::Tensor& tokens) {
   TORCH_CHECK(has_embedding_, "this model part has no embedding");
-  return embed_tokens->forward(tokens);
+  // [B, T] -> [B, T, D]: the residual stream is float32 whatever the table's storage
+  // (--base-dtype): the rows looked up from a 16-bit table are widened, not the table.
+  auto h = embed_tokens->forward(tokens);
+  return h.scalar_type() == torch::kFloat || h.scalar_type() == torch::kDouble ? h
+                                                                                : h.to(torch::kFloat);
 }
 
 Block HybridLMImpl::block(int64_t i) const {

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "model/accounting.h"
+#include "model/autocast_state.h"
 #include "model/init.h"
 
 namespace hlp::model {
@@ -41,6 +42,19 @@ LoraReport apply_lora(HybridLM& model, const LoraConfig& lora) {
     if (trainable) report.trainable_params += item.value().numel();
   }
   return report;
+}
+
+void store_parameter(const torch::Tensor& param, BaseDtype base) {
+  if (!stored_in_base_dtype(param.requires_grad(), param.dim())) return;
+  const at::ScalarType dtype = scalar_type(base);
+  if (param.scalar_type() == dtype) return;
+  torch::NoGradGuard no_grad;
+  torch::Tensor p = param;  // same TensorImpl: the module keeps its parameter
+  p.set_data(p.detach().to(dtype));
+}
+
+void store_frozen_weights(torch::nn::Module& model, BaseDtype base) {
+  for (const auto& p : model.parameters(/*recurse=*/true)) store_parameter(p, base);
 }
 
 void merge_lora(HybridLM& model) {

@@ -14,6 +14,7 @@
 
 #include "model/hybrid_lm.h"
 #include "model/lora_config.h"
+#include "model/precision.h"
 
 namespace hlp::model {
 
@@ -26,6 +27,13 @@ struct LoraReport {
 // Throws hlp::UserError if the targets select no projection of the full config (so every
 // pipeline stage agrees, even one without matching layers).
 LoraReport apply_lora(HybridLM& model, const LoraConfig& lora);
+
+// Stores `param` in the base dtype when precision.h's rule says so (a frozen matrix: call after
+// apply_lora decided what trains); otherwise leaves it. `base` resolved. The same for every
+// parameter of a model (drawn values) and one at a time (deferred values, as a strategy
+// materialises them).
+void store_parameter(const torch::Tensor& param, BaseDtype base);
+void store_frozen_weights(torch::nn::Module& model, BaseDtype base);
 
 // W += (alpha / r) B A for every adapted projection (forward then skips the adapters).
 void merge_lora(HybridLM& model);

@@ -16,7 +16,18 @@ LoRALinearImpl::LoRALinearImpl(int64_t in_features, int64_t out_features, bool w
 }
 
 torch::Tensor LoRALinearImpl::forward(const torch::Tensor& x) {
-  auto y = model::linear(x, weight, bias);  // fp16-emulated under --precision fp16 on CPU
+  // A weight stored in 16 bits (--base-dtype) is used as stored: the input, and the bias, are
+  // cast to its dtype (what autocast does anyway; where autocast is off, in the delta-rule
+  // core's float32 region, it keeps the weight from being cast to float32 every step). The
+  // CPU's fp16 emulation takes its operands as they are (half_emulation.h).
+  torch::Tensor in = x, b = bias;
+  const auto stored = weight.scalar_type();
+  if (stored != x.scalar_type() && (stored == torch::kBFloat16 || stored == torch::kHalf) &&
+      !(half_emulation_enabled() && x.is_cpu())) {
+    in = x.to(stored);
+    if (b.defined()) b = b.to(stored);
+  }
+  auto y = model::linear(in, weight, b);  // fp16-emulated under --precision fp16 on CPU
   if (rank_ > 0 && !merged_) {
     auto a = dropout_ > 0 ? F::dropout(x, F::DropoutFuncOptions().p(dropout_).training(is_training()))
                           : x;
@@ -33,7 +44,9 @@ void LoRALinearImpl::enable_lora(int64_t rank, double alpha, double dropout) {
   alpha_ = alpha;
   scale_ = alpha / static_cast<double>(rank);
   dropout_ = dropout;
-  const auto options = weight.options();
+  const auto stored = weight.scalar_type();  // a 16-bit weight's adapters are float32 masters
+  const auto options = weight.options().dtype(
+      stored == torch::kBFloat16 || stored == torch::kHalf ? torch::kFloat : stored);
   const double bound = 1.0 / std::sqrt(static_cast<double>(weight.size(1)));
   lora_A = register_parameter("lora_A", torch::empty({rank, weight.size(1)}, options).uniform_(-bound, bound));
   lora_B = register_parameter("lora_B", torch::zeros({weight.size(0), rank}, options));

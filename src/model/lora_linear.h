@@ -4,6 +4,9 @@
 //   y = x W^T + b + (alpha / r) * dropout(x) A^T B^T
 // with W, b frozen by apply_lora and A [r, in], B [out, r] trainable (B = 0: a no-op at start).
 //
+// A frozen weight stored in bf16 / fp16 (--base-dtype, model/precision.h) is used as stored:
+// the input is cast to its dtype, the adapters (float32 masters) see the input as it came.
+//
 // Tensor parallel finds every projection by name (HybridLM::named_linears) and may replace
 // weight / bias / lora_A / lora_B with slices: forward() reads only the tensors, never the
 // in/out sizes, so a column shard (rows of W, b, B) or a row shard (columns of W, A) just works.
@@ -20,7 +23,8 @@ class LoRALinearImpl : public torch::nn::Module {
   // x: [..., in] -> [..., out]
   torch::Tensor forward(const torch::Tensor& x);
 
-  // Registers lora_A [r, in] and lora_B [out, r] in the dtype of weight. Values: A
+  // Registers lora_A [r, in] and lora_B [out, r] in the weight's dtype, float32 for a 16-bit
+  // weight (trainable masters). Values: A
   // kaiming-uniform (a = sqrt 5), B zeros; apply_lora re-draws A deterministically by name.
   void enable_lora(int64_t rank, double alpha, double dropout);
   bool has_lora() const { return rank_ > 0; }

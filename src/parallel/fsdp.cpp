@@ -54,8 +54,10 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   model_ = build_model(options_, model::Values::deferred);
   const uint64_t seed = options_.seed;
   const torch::Device device = options_.device;
-  const Materialise materialise = [seed, device](const std::string& name, const torch::Tensor& p) {
-    materialise_on_device(name, p, seed, device);
+  const model::BaseDtype base = options_.base_dtype;
+  const Materialise materialise = [seed, device, base](const std::string& name,
+                                                       const torch::Tensor& p) {
+    materialise_on_device(name, p, seed, device, base);
   };
   auto all = named_params(*model_);
   params_total_ = numel_of(all, false);
@@ -71,18 +73,17 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   const int n = options_.dp_comm->size();
   std::vector<UnitSize> sizes;
   for (const auto& g : groups) {
-    UnitSize u;
-    for (const auto& [name, p] : g)
-      u.add(p.numel(), per_parameter_shard(p.dim() == 0 ? 1 : p.size(0), p.numel(), n),
-            p.requires_grad());
-    if (!per_parameter) u.shard = comm::shard_numel(u.numel, n);
-    sizes.push_back(u);
+    std::vector<UnitParam> params;
+    for (const auto& [name, p] : g)  // as they will be stored (not yet: deferred values)
+      params.push_back({p.numel(), p.dim() == 0 ? 1 : p.size(0), p.requires_grad(),
+                        model::parameter_element_bytes(p.requires_grad(), p.dim(), base)});
+    sizes.push_back(unit_size(params, n, per_parameter));
   }
   working_set_ = sharded_working_set(sizes, n, per_parameter);
   for (auto& g : groups)
     units_.push_back(per_parameter
                          ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)
-                         : make_flat_unit(std::move(g), options_.dp_comm, materialise));
+                         : make_flat_unit(std::move(g), options_.dp_comm, materialise, base));
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
   anchor_ = torch::zeros({}, torch::TensorOptions().device(options_.device).requires_grad(true));
@@ -194,6 +195,7 @@ HeldBytes ShardedStrategy::held_bytes() const {
   HeldBytes h;
   for (const auto& u : units_) {
     h.param_bytes += u->param_bytes();
+    h.param_elements += u->param_elements();
     h.grad_bytes += u->grad_bytes();
   }
   return h;

@@ -60,7 +60,8 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   tp_ = std::make_unique<TensorParallel>(parts_.front()->config(), mesh_->tp_comm(),
                                          options_.lora.dropout);
   const Materialise materialise = [this](const std::string& name, const torch::Tensor& p) {
-    materialise_on_device(name, p, options_.seed, options_.device);  // CPU draw, then moved
+    // CPU draw, stored in its dtype, then moved
+    materialise_on_device(name, p, options_.seed, options_.device, options_.base_dtype);
     tp_->slice(name, p);
   };
   if (options_.spec().dp_kind() == DpKind::fsdp2) {
@@ -77,6 +78,7 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     chunk_trainable_.emplace_back();
     for (auto& [name, p] : named_params(*part)) {
       param_bytes_ += p.nbytes();
+      param_elements_ += p.numel();
       if (!p.requires_grad()) continue;
       trainable_.emplace_back(name, p);
       chunk_trainable_.back().push_back(p);
@@ -100,6 +102,7 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
       placement_.push_back(tp_placement(base));
     }
     param_bytes_ = unit_->param_bytes();
+    param_elements_ = unit_->param_elements();
     grad_bytes_ = unit_->grad_bytes();
   } else {
     allocate_grads();

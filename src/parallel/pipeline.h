@@ -67,7 +67,7 @@ class PipelineStrategy : public Strategy {
   std::vector<OptimSlot>& optim_slots() override { return slots_; }
   double grad_norm() override;  // collective over tp and pp
   void zero_grad() override;
-  HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_}; }
+  HeldBytes held_bytes() const override { return {param_bytes_, grad_bytes_, param_elements_}; }
   // fsdp2 inside a pipeline / tensor-parallel mesh: the stage's parameters are gathered whole
   // for the step, with full-size gradients for the trainable ones until their reduce-scatter.
   WorkingSet working_set() const override {
@@ -122,6 +122,7 @@ class PipelineStrategy : public Strategy {
   int64_t partial_numel_ = 0;           // leading elements of flat_grads_ summed over tp
   int embedding_slot_ = -1;
   int64_t params_total_ = 0, params_trainable_ = 0, param_bytes_ = 0, grad_bytes_ = 0;
+  int64_t param_elements_ = 0;
   bool batches_checked_ = false;
 
   // Per-step state of the schedule.

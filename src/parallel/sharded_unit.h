@@ -8,13 +8,18 @@
 // Gathers write through a separate alias of the storage, so autograd's version counters of the
 // parameters do not change.
 //
-//   FlatUnit      (fsdp, FSDP1/ZeRO-3): all parameters of the unit flattened into one buffer of
-//                 N elements, sharded by comm's padding rule (ceil(N/n) a rank). As with FSDP1's
-//                 FlatParameter, the whole buffer requires grad: frozen weights get gradients
-//                 too, and the gradient shard is as large as the parameter shard.
+//   FlatUnit      (fsdp, FSDP1/ZeRO-3): the parameters of the unit flattened into one buffer of
+//                 N elements per storage dtype (FSDP1 refuses to flatten mixed dtypes: frozen
+//                 bf16 matrices and float32 adapters become two FlatParameters, as PEFT's FSDP
+//                 wrap policy makes them), each sharded by comm's padding rule (ceil(N/n) a
+//                 rank). As with FSDP1's FlatParameter, a buffer requires grad as a whole when
+//                 any member trains: its frozen members get gradients too, and its gradient
+//                 shard is as large as its parameter shard (with --base-dtype fp32, one buffer:
+//                 every frozen weight gets a gradient).
 //   PerParamUnit  (fsdp2, DTensor-style): every parameter sharded on dim 0 (padded to
-//                 ceil(d0/n) rows a rank); frozen and trainable alike; gradients and optimizer
-//                 slots exist only for trainable shards; only those are reduce-scattered.
+//                 ceil(d0/n) rows a rank) in its storage dtype; frozen and trainable alike,
+//                 gathered with one all-gather per storage dtype; gradients and optimizer slots
+//                 exist only for trainable shards; only those are reduce-scattered.
 #include <torch/torch.h>
 
 #include <functional>
@@ -25,6 +30,7 @@
 
 #include "comm/communicator.h"
 #include "comm/shard.h"
+#include "model/precision.h"
 #include "parallel/strategy.h"
 
 namespace hlp::parallel {
@@ -49,7 +55,8 @@ class ShardedUnit {
 
   virtual std::vector<OptimSlot> optim_slots() = 0;
   virtual void zero_grad() = 0;
-  virtual int64_t param_bytes() const = 0;  // persistent: the shard(s)
+  virtual int64_t param_bytes() const = 0;  // persistent: the shard(s), as stored
+  virtual int64_t param_elements() const = 0;  // their elements
   virtual int64_t grad_bytes() const = 0;   // persistent: the gradient shard(s)
   // This rank's shard of every parameter as regions of the unit's (unsharded) parameters;
   // primary = true (shards are disjoint). Flat units (fsdp) throw UserError.
@@ -61,22 +68,30 @@ class ShardedUnit {
 // parameter (per-param) or one whole unit (flat), never the whole model. Empty: values present.
 using Materialise = std::function<void(const std::string& name, const torch::Tensor& param)>;
 
-// Sizes of one sharding unit, in elements, for the working-set model below.
-struct UnitSize {
-  int64_t numel = 0;            // every parameter of the unit, unsharded
-  int64_t trainable_numel = 0;  // its trainable parameters, unsharded
-  int64_t shard = 0;            // a rank's padded shard: flat ceil(N / n); per parameter the sum
-                                // of ceil(d0 / n) x (numel / d0)
-  int64_t trainable_shard = 0;  // per parameter: the same over the trainable parameters
-  void add(int64_t param_numel, int64_t param_shard, bool trainable) {
-    numel += param_numel;
-    shard += param_shard;
-    if (trainable) {
-      trainable_numel += param_numel;
-      trainable_shard += param_shard;
-    }
-  }
+// One parameter of a sharding unit as the working-set model sees it.
+struct UnitParam {
+  int64_t numel = 0;
+  int64_t d0 = 1;             // rows (dim 0; a scalar is one row)
+  bool trainable = false;
+  int64_t element_bytes = 4;  // as stored (model/precision.h: frozen matrices in the base dtype)
 };
+
+// Sizes of one sharding unit, in bytes as stored, for the working-set model below.
+struct UnitSize {
+  double bytes = 0;                  // every parameter of the unit, unsharded
+  double trainable_bytes = 0;        // its trainable parameters, unsharded
+  double shard_bytes = 0;            // a rank's padded shards: flat ceil(N_g / n) per dtype
+                                     // group g; per parameter ceil(d0 / n) x (numel / d0) each
+  double trainable_shard_bytes = 0;  // per parameter: the same over the trainable parameters
+  double grad_bytes = 0;             // flat: the groups that require grad, unsharded (their
+                                     // whole buffer gets a gradient, frozen members included)
+  double grad_shard_bytes = 0;       // flat: those groups' padded shards
+};
+
+// The sizes of a unit of `params` (in the unit's order) sharded over `ranks`. Flat: one flat
+// buffer per storage dtype (in order of first appearance), as FSDP1 cannot flatten mixed
+// dtypes; a buffer requires grad as a whole when any member trains.
+UnitSize unit_size(const std::vector<UnitParam>& params, int ranks, bool per_parameter);
 
 // Elements of a rank's fsdp2 shard of a parameter with `d0` rows and `numel` elements over `ranks`
 // ranks: ceil(d0 / ranks) rows, zero padded (PerParamUnit's layout; a scalar is one row).
@@ -85,25 +100,32 @@ inline int64_t per_parameter_shard(int64_t d0, int64_t numel, int ranks) {
 }
 
 // The working set of fsdp (per_parameter false) or fsdp2 over `ranks` ranks, from the units'
-// sizes (units[0] the root, then the blocks in order), float32. It follows what fsdp.cpp and the
-// units do, micro-batch by micro-batch (N: a unit's elements, T: its trainable ones, S / S_t:
-// the padded shards; block i's backward is the phase):
-//   flat  head:  the root gathered with its full gradient buffer               8 N_root
-//         block: that + block i gathered with its gradient buffer + block i-1 prefetched
-//                + block i+1's gradient buffer and reduce-scatter output (finished after
-//                block i's backward): 8 N_root + max_i (8 N_i + 4 N_i-1 + 4 N_i+1 + 4 S_i+1)
-//   fsdp2 head:  the root gathered                                             4 N_root
+// sizes (units[0] the root, then the blocks in order), in bytes as stored. It follows what
+// fsdp.cpp and the units do, micro-batch by micro-batch (B: a unit's bytes, T: its trainable
+// ones, G / S_g: flat's gradient buffers and their shards, S / S_t: fsdp2's padded shards;
+// block i's backward is the phase):
+//   flat  head:  the root gathered with its gradient buffers                    B_root + G_root
+//         block: that + block i gathered with its gradient buffers + block i-1 prefetched
+//                + block i+1's gradient buffers and reduce-scatter outputs (finished after
+//                block i's backward): head + max_i (B_i + G_i + B_i-1 + G_i+1 + S_g,i+1)
+//   fsdp2 head:  the root gathered                                             B_root
 //         block: that + the root's trainable gradients + block i gathered + block i-1
 //                prefetched with its gather buffers (send S, receive n S) + block i+1's
 //                reduce-scatter buffers (packed n S_t, output S_t):
-//                4 (N_root + T_root) + max_i (4 N_i + 4 N_i-1 + 4 (n+1) S_i-1 + 4 (n+1) S_t,i+1)
+//                B_root + T_root + max_i (B_i + B_i-1 + (n+1) S_i-1 + (n+1) S_t,i+1)
+// With every parameter in float32 (--base-dtype fp32), flat's B = G = 4 N: 8 N_i as before.
 // The gradients autograd itself allocates for block i (fsdp2) or adds into the buffer (fsdp)
 // are part of the probed layer's backward (activation_model.h), not counted here.
 WorkingSet sharded_working_set(const std::vector<UnitSize>& units, int ranks, bool per_parameter);
 
+// The units: `params` get their values from `materialise` (which also stores each in its dtype,
+// materialise_on_device) one at a time; then every parameter keeps the dtype it has.
+// `base`: the base dtype materialise stores frozen matrices in (resolved), which decides the
+// flat buffer a parameter joins before it has its values.
 std::unique_ptr<ShardedUnit> make_flat_unit(NamedParams params,
                                             std::shared_ptr<comm::Communicator> comm,
-                                            const Materialise& materialise = {});
+                                            const Materialise& materialise = {},
+                                            model::BaseDtype base = model::BaseDtype::fp32);
 std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
                                                  std::shared_ptr<comm::Communicator> comm,
                                                  const Materialise& materialise = {});

@@ -82,7 +82,9 @@ void ReplicatedStrategy::zero_grad() {
   for (auto& s : slots_) s.grad.zero_();
 }
 
-HeldBytes ReplicatedStrategy::held_bytes() const { return {param_bytes_, grad_bytes_}; }
+HeldBytes ReplicatedStrategy::held_bytes() const {
+  return {param_bytes_, grad_bytes_, params_total_};  // a whole replica
+}
 
 std::vector<model::hf::HeldTensor> ReplicatedStrategy::held_tensors() {
   return whole_held_tensors(*model_, !options_.dp_comm || options_.dp_comm->rank() == 0);

@@ -60,8 +60,9 @@ struct PhaseTimes {
 
 // Persistent bytes per category on this rank (optimizer state comes from the optimizer).
 struct HeldBytes {
-  int64_t param_bytes = 0;  // parameters: full replicas, shards, or both
+  int64_t param_bytes = 0;  // parameters: full replicas, shards, or both (as stored)
   int64_t grad_bytes = 0;   // gradient buffers that live across steps
+  int64_t param_elements = 0;  // the parameter elements behind param_bytes
 };
 
 struct StrategyOptions {
@@ -73,6 +74,8 @@ struct StrategyOptions {
   // generator and then moved, so the same seed gives the same weights on every device.
   torch::Device device{torch::kCPU};
   model::Precision precision = model::Precision::fp32;  // compute; master weights fp32
+  // Storage of frozen weight matrices (model/precision.h; resolved, never automatic).
+  model::BaseDtype base_dtype = model::BaseDtype::fp32;
   double bucket_mb = 25.0;                          // ddp
   std::shared_ptr<comm::Communicator> dp_comm;      // data-parallel group (the mesh's dp axis)
   // Model parallelism (pipeline.h, tensor_parallel.h): used when mesh pp or tp > 1.
@@ -95,6 +98,9 @@ struct WorkingSet {
   double head = 0;   // bytes during the head's backward
   double block = 0;  // bytes during the backward of the block whose phase is largest
   double block_comm = 0;  // of `block`: communication buffers (fsdp2's gather and reduce)
+  // Where they differ from block to block (fsdp, fsdp2): the bytes and communication buffers
+  // during each block's backward, in block order (block = their largest); empty elsewhere.
+  std::vector<double> blocks, blocks_comm;
   // Each block's output stays until that block's backward is over (fsdp's block function
   // keeps it): under checkpointing it is alive beside the block's recompute.
   bool block_outputs_kept = false;

@@ -15,9 +15,13 @@ namespace hlp::parallel {
 model::HybridLM build_model(const StrategyOptions& options, model::Values values) {
   model::HybridLM lm(options.model, options.seed, values);
   model::apply_lora(lm, options.lora);
-  // Drawn values: drawn on the CPU generator, then moved (a no-op on the CPU). Deferred values:
-  // each parameter is moved when it gets its values (materialise_on_device).
-  if (values == model::Values::drawn) lm->to(options.device);
+  // Drawn values: drawn on the CPU generator, stored in the base dtype, then moved (a no-op on
+  // the CPU). Deferred values: each parameter is stored and moved when it gets its values
+  // (materialise_on_device).
+  if (values == model::Values::drawn) {
+    model::store_frozen_weights(*lm, options.base_dtype);
+    lm->to(options.device);
+  }
   lm->train();
   return lm;
 }
@@ -65,8 +69,9 @@ double local_grad_sq(const std::vector<OptimSlot>& slots) {
 }
 
 void materialise_on_device(const std::string& name, const torch::Tensor& param, uint64_t seed,
-                           const torch::Device& device) {
+                           const torch::Device& device, model::BaseDtype base) {
   model::materialise_parameter(name, param, seed);  // CPU generator, as with Values::drawn
+  model::store_parameter(param, base);               // then its storage dtype, on the CPU
   if (param.device() != device) param.set_data(param.detach().to(device));
 }
 

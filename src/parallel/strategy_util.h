@@ -48,9 +48,10 @@ double dp_mean(comm::Communicator* dp_comm, double local_mean);
 double local_grad_sq(const std::vector<OptimSlot>& slots);
 
 // Gives a deferred parameter its values (model/init.h, drawn on the CPU generator: the same
-// values on every device) and then moves it to `device`. A no-op move on the CPU.
+// values on every device), stores it in `base` when it is a frozen matrix (model/precision.h)
+// and then moves it to `device`. A no-op move on the CPU.
 void materialise_on_device(const std::string& name, const torch::Tensor& param, uint64_t seed,
-                           const torch::Device& device);
+                           const torch::Device& device, model::BaseDtype base);
 
 // Options for a small bookkeeping tensor (loss, norm, stage table) sent over `comm`: on the
 // CPU for MPI, on the communicator's GPU for NCCL (Communicator::scalar_device()).

@@ -72,6 +72,22 @@ Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, model::P
   return probe;
 }
 
+// Flat fsdp's rule on a probed part (one unit: a block, or the root with the head): the
+// parameters of one storage dtype form one FlatParameter, which requires grad when any of them
+// does.
+void flat_buffers_require_grad(torch::nn::Module& part) {
+  std::vector<std::pair<at::ScalarType, bool>> trains;  // per dtype: some member trains
+  for (const auto& p : part.parameters()) {
+    auto it = std::find_if(trains.begin(), trains.end(),
+                           [&](const auto& d) { return d.first == p.scalar_type(); });
+    if (it == trains.end()) trains.emplace_back(p.scalar_type(), p.requires_grad());
+    else it->second = it->second || p.requires_grad();
+  }
+  for (auto& p : part.parameters())
+    for (const auto& [dtype, any] : trains)
+      if (dtype == p.scalar_type() && any) p.requires_grad_(true);
+}
+
 // Values measured at `lengths` -> the value at T: exact when T was measured, else the
 // polynomial through the points (linear for two, quadratic for three).
 double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double>& values,
@@ -92,8 +108,9 @@ double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
                                     int64_t seq_len, model::Precision precision,
-                                    bool every_parameter_trains, const c10::Device& device,
-                                    const MemoryProbe& memory, bool split_backward) {
+                                    model::BaseDtype base, bool flat_buffers,
+                                    const c10::Device& device, const MemoryProbe& memory,
+                                    bool split_backward) {
   ActivationProfile profile;
   profile.micro_batch = micro_batch;
   profile.seq_len = seq_len;
@@ -129,8 +146,8 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
         model::HybridLM part = head ? model::HybridLM(c, /*seed=*/0, 0, 0, false, true)
                                     : model::HybridLM(c, /*seed=*/0, layer, layer + 1, false, false);
         model::apply_lora(part, lora);
-        if (every_parameter_trains)
-          for (auto& p : part->parameters()) p.requires_grad_(true);
+        model::store_frozen_weights(*part, base);
+        if (flat_buffers) flat_buffers_require_grad(*part);
         part->to(device);  // drawn on the CPU, like the run's parameters
         part->train();
         const Probe p = run_probe(part, head, micro_batch, t, precision, !checkpointing,
@@ -205,12 +222,14 @@ ActivationParts activation_parts(const ActivationProfile& profile, const model::
   // stays until the chunk's backward is over: the pipeline backpropagates from it.
   double later = parts.head_saved;  // kept by what comes after block l
   parts.layer_working = -std::numeric_limits<double>::infinity();
+  parts.block_working.assign(layers.size(), 0.0);
   for (size_t i = layers.size(); i-- > 0;) {
     const LayerActivation* a = layers[i];
     const double kept = checkpointing ? a->saved_checkpointed : a->saved;
     double w = checkpointing ? a->saved + a->transient - kept - later : a->transient - later;
     if (!h && (checkpointing || i + 1 < layers.size())) w += profile.input_bytes;
     parts.layer_working = std::max(parts.layer_working, w);
+    parts.block_working[i] = w;
     later += kept;
   }
   parts.working = parts.layer_working;
@@ -234,8 +253,21 @@ RankActivation predict_activation(const ActivationProfile& profile, const model:
   // function) holds it beside a checkpointed block's recompute too
   const double kept_output =
       config.activation_checkpointing && working_set.block_outputs_kept ? profile.input_bytes : 0.0;
-  const RankActivation block{held + parts.layer_working + kept_output, working_set.block,
-                             working_set.block_comm};
+  RankActivation block{held + parts.layer_working + kept_output, working_set.block,
+                       working_set.block_comm};
+  if (!working_set.blocks.empty() && working_set.blocks.size() == parts.block_working.size()) {
+    // the working set differs from block to block (fsdp, fsdp2): the peak is the largest sum
+    // over the blocks of each block's activations and its own working set, not the sum of the
+    // two largest (which may fall in different blocks)
+    double best = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < parts.block_working.size(); ++i) {
+      const double total = parts.block_working[i] + working_set.blocks[i];
+      if (total <= best) continue;
+      best = total;
+      block = {held + parts.block_working[i] + kept_output, working_set.blocks[i],
+               working_set.blocks_comm[i]};
+    }
+  }
   if (std::isnan(head.total()) || std::isnan(block.total())) return {std::nan(""), 0.0, 0.0};
   return head.total() >= block.total() ? head : block;
 }

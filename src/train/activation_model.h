@@ -71,13 +71,16 @@ struct MemoryProbe {
 
 // Builds and runs each layer kind of `config` (a throwaway copy with its own parameters;
 // the run's model and the global random generator are untouched). Leaves the peak reset.
-// every_parameter_trains: the strategy makes frozen weights require grad too (flat fsdp's
-// FlatParameter), so autograd also keeps the inputs their weight gradients need.
+// Frozen matrices are stored in `base` (resolved) as the run stores them. flat_buffers: flat
+// fsdp's FlatParameters, one per storage dtype of a unit, each requiring grad as a whole when a
+// member trains (sharded_unit.h), so autograd also computes the frozen members' weight
+// gradients and keeps the inputs they need.
 ActivationProfile probe_activations(const model::ModelConfig& config,
                                     const model::LoraConfig& lora, int64_t micro_batch,
                                     int64_t seq_len, model::Precision precision,
-                                    bool every_parameter_trains, const c10::Device& device,
-                                    const MemoryProbe& memory, bool split_backward = false);
+                                    model::BaseDtype base, bool flat_buffers,
+                                    const c10::Device& device, const MemoryProbe& memory,
+                                    bool split_backward = false);
 
 // The layer shapes one of `tp` tensor-parallel ranks computes: attention, KV and gated-delta
 // heads and the MLP width divided by tp (JetBlock's replicated kernel generator keeps its full
@@ -93,6 +96,8 @@ struct ActivationParts {
   // `held` (what the head and the later blocks saved is freed by then: may be negative); the
   // head's saved bytes (in `held`)
   double layer_working = 0, head_working = 0, head_saved = 0;
+  // each block's own (relative to `held`, like layer_working), in block order
+  std::vector<double> block_working;
 };
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
                                  int64_t first_block, int64_t end_block, bool has_head);

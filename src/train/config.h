@@ -76,6 +76,8 @@ struct TrainConfig {
   double weight_decay = 0.0;
   double grad_clip = 1.0;           // global gradient-norm clip; 0 = off
   model::Precision precision = model::Precision::fp32;
+  // storage of frozen weight matrices; hlp-train resolves auto (model/precision.h)
+  model::BaseDtype base_dtype = model::BaseDtype::automatic;
   double loss_scale_init = 65536.0;  // fp16: first dynamic loss scale (train/loss_scaler.h)
   int loss_scale_growth_interval = 2000;  // fp16: clean steps before the scale doubles
   DeviceKind device = DeviceKind::automatic;  // auto = cuda when usable, else cpu (train/device.h)

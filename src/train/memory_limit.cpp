@@ -1,6 +1,5 @@
 #include "train/memory_limit.h"
 
-#include <mpi.h>
 
 #include <algorithm>
 #include <fstream>
@@ -72,15 +71,6 @@ HostMemory host_memory() {
   }
   if (limit >= 0) m.cgroup_free_bytes = std::max<int64_t>(0, limit - std::max<int64_t>(0, usage));
   return m;
-}
-
-int node_local_ranks() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  MPI_Comm_free(&node);
-  return n;
 }
 
 }  // namespace hlp::train

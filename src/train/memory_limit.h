@@ -19,7 +19,4 @@ struct HostMemory {
 
 HostMemory host_memory();
 
-// Ranks of this job on this node (MPI shared-memory split of MPI_COMM_WORLD). COLLECTIVE.
-int node_local_ranks();
-
 }  // namespace hlp::train

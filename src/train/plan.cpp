@@ -175,36 +175,55 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
 }
 
 HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& config,
-                            const model::LoraConfig& lora, int64_t seq_len,
-                            const std::string& pp_split, int stage, int dp_rank) {
+                            const model::LoraConfig& lora, model::BaseDtype base,
+                            int64_t seq_len, const std::string& pp_split, int stage,
+                            int dp_rank) {
   const auto table = model::parameter_table(config, lora);
   const int64_t L = config.num_layers();
   const bool pipeline = c.pp > 1 || c.tp > 1;
   const int dp = c.dp * c.cp;  // gradients and shards are over dp x cp
+  auto element_bytes = [&](const model::ParamSpec& p) {  // as stored (model/precision.h)
+    return model::parameter_element_bytes(p.trainable, int64_t(p.shape.size()), base);
+  };
   HeldPrediction h;
   if (!pipeline && c.spec().dp_kind() == parallel::DpKind::fsdp) {
-    // flat units: root + one per block, in parameter order; AdamW over this rank's range
+    // flat units: root + one per block; in each, one flat buffer per storage dtype (in order of
+    // appearance), sharded ceil(N_g / n); gradients for the buffers with a trainable member;
+    // AdamW over the trainable elements in this rank's range of their buffer
     std::map<int64_t, std::vector<const model::ParamSpec*>> units;
     for (const auto& p : table) units[is_block_param(p.name) ? block_of(p.name) + 1 : 0].push_back(&p);
     std::vector<parallel::UnitSize> sizes;
     for (const auto& [u, params] : units) {
-      int64_t n = 0;
-      for (const auto* p : params) n += p->numel;
-      const int64_t shard = (n + dp - 1) / dp, begin = int64_t(dp_rank) * shard, end = begin + shard;
-      h.params += 4.0 * double(shard);
-      h.grads += 4.0 * double(shard);
-      int64_t offset = 0;
-      for (const auto* p : params) {
-        if (p->trainable) {
-          const int64_t lo = std::max(offset, begin), hi = std::min(offset + p->numel, end);
-          if (hi > lo) h.optimizer += 8.0 * double(hi - lo);
+      std::vector<int64_t> group_bytes;  // element bytes of each buffer, in order
+      for (const auto* p : params)
+        if (std::find(group_bytes.begin(), group_bytes.end(), element_bytes(*p)) ==
+            group_bytes.end())
+          group_bytes.push_back(element_bytes(*p));
+      std::vector<parallel::UnitParam> unit;
+      for (const auto* p : params) unit.push_back({p->numel, 1, p->trainable, element_bytes(*p)});
+      for (int64_t bytes : group_bytes) {
+        int64_t n = 0;
+        bool trains = false;
+        for (const auto* p : params)
+          if (element_bytes(*p) == bytes) {
+            n += p->numel;
+            trains = trains || p->trainable;
+          }
+        const int64_t shard = (n + dp - 1) / dp, begin = int64_t(dp_rank) * shard;
+        const int64_t end = begin + shard;
+        h.params += double(bytes) * double(shard);
+        if (trains) h.grads += double(bytes) * double(shard);
+        int64_t offset = 0;
+        for (const auto* p : params) {
+          if (element_bytes(*p) != bytes) continue;
+          if (p->trainable) {
+            const int64_t lo = std::max(offset, begin), hi = std::min(offset + p->numel, end);
+            if (hi > lo) h.optimizer += 8.0 * double(hi - lo);
+          }
+          offset += p->numel;
         }
-        offset += p->numel;
       }
-      parallel::UnitSize size;
-      size.numel = n;
-      size.shard = shard;
-      sizes.push_back(size);
+      sizes.push_back(parallel::unit_size(unit, dp, /*per_parameter=*/false));
     }
     h.working_set = parallel::sharded_working_set(sizes, dp, false);
     return h;
@@ -233,25 +252,24 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     held.emplace_back(&p, shape);
   }
   const bool sharded = c.spec().dp_kind() == parallel::DpKind::fsdp2;
-  std::map<int64_t, parallel::UnitSize> units;  // fsdp2 without pipeline: root, blocks
-  double stage_full = 0;                        // fsdp2 in a pipeline: the stage, gathered whole
+  std::map<int64_t, std::vector<parallel::UnitParam>> units;  // fsdp2 without pipeline
+  double stage_full = 0;  // fsdp2 in a pipeline: the stage, gathered whole
   for (const auto& [p, shape] : held) {
     int64_t numel = 1;
     for (int64_t s : shape) numel *= s;
     double elements = double(numel);
-    int64_t shard = numel;
-    if (sharded) {
-      shard = parallel::per_parameter_shard(shape.empty() ? 1 : shape[0], numel, dp);
-      elements = double(shard);
-    }
-    h.params += 4.0 * elements;
+    const int64_t d0 = shape.empty() ? 1 : shape[0];
+    if (sharded) elements = double(parallel::per_parameter_shard(d0, numel, dp));
+    const double bytes = double(element_bytes(*p));
+    h.params += bytes * elements;
     if (p->trainable) {
       h.grads += 4.0 * elements;
       h.optimizer += 8.0 * elements;
     }
     if (!sharded) continue;
-    stage_full += 4.0 * double(numel) * (p->trainable ? 2.0 : 1.0);
-    units[is_block_param(p->name) ? block_of(p->name) + 1 : 0].add(numel, shard, p->trainable);
+    stage_full += bytes * double(numel) + (p->trainable ? 4.0 * double(numel) : 0.0);
+    units[is_block_param(p->name) ? block_of(p->name) + 1 : 0].push_back(
+        {numel, d0, p->trainable, element_bytes(*p)});
   }
   if (sharded && pipeline) {
     // a pipeline's fsdp2 unit gathers the stage once before the step and reduces after it,
@@ -259,7 +277,8 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     h.working_set.head = h.working_set.block = stage_full;
   } else if (sharded) {
     std::vector<parallel::UnitSize> sizes;
-    for (int64_t u = 0; u <= L; ++u) sizes.push_back(units[u]);
+    for (int64_t u = 0; u <= L; ++u)
+      sizes.push_back(parallel::unit_size(units[u], dp, /*per_parameter=*/true));
     h.working_set = parallel::sharded_working_set(sizes, dp, true);
   }
   return h;
@@ -271,6 +290,37 @@ namespace {
 double ring_s(double bytes, int n, double factor, const PlanDevice& d) {
   if (n <= 1 || bytes <= 0) return 0;
   return factor * double(n - 1) / n * bytes / d.link_bytes_per_s + 2.0 * (n - 1) * d.link_latency_s;
+}
+
+// The whole model's parameters as stored, and, under flat fsdp, its flat buffers that require
+// grad (one per storage dtype of a unit, requiring grad when a member trains): their bytes and
+// the frozen elements in them, whose weight gradients autograd then computes too.
+struct StoredModel {
+  double bytes = 0;                 // every parameter as stored
+  double flat_grad_bytes = 0;       // flat fsdp: the gradient buffers (unsharded)
+  int64_t flat_frozen_with_grad = 0;  // flat fsdp: frozen elements in those buffers
+};
+StoredModel stored_model(const model::ModelConfig& config, const model::LoraConfig& lora,
+                         model::BaseDtype base) {
+  StoredModel m;
+  std::map<std::pair<int64_t, int64_t>, std::pair<bool, std::vector<const model::ParamSpec*>>>
+      buffers;  // (unit, element bytes) -> (a member trains, members)
+  const auto table = model::parameter_table(config, lora);
+  for (const auto& p : table) {
+    const int64_t bytes = model::parameter_element_bytes(p.trainable, int64_t(p.shape.size()), base);
+    m.bytes += double(bytes) * double(p.numel);
+    auto& buffer = buffers[{is_block_param(p.name) ? block_of(p.name) + 1 : 0, bytes}];
+    buffer.first = buffer.first || p.trainable;
+    buffer.second.push_back(&p);
+  }
+  for (const auto& [key, buffer] : buffers) {
+    if (!buffer.first) continue;
+    for (const auto* p : buffer.second) {
+      m.flat_grad_bytes += double(key.second) * double(p->numel);
+      if (!p->trainable) m.flat_frozen_with_grad += p->numel;
+    }
+  }
+  return m;
 }
 
 }  // namespace
@@ -300,21 +350,25 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
     }
     if (total > 0) stage_share = most / total;
   }
-  // flat fsdp: the FlatParameter requires grad as a whole, so autograd also computes the weight
-  // gradients of the frozen weights, 2 FLOPs per weight and token more than LoRA executes
+  // flat fsdp: a FlatParameter with a trainable member requires grad as a whole, so autograd
+  // also computes the weight gradients of its frozen members, 2 FLOPs per weight and token more
+  // than LoRA executes
   const auto counts = model::count_parameters(in.model, in.lora);
+  const StoredModel stored =
+      stored_model(in.model, in.lora, model::resolve_base_dtype(t.base_dtype, t.precision));
   const double executed =
-      flops.executed_per_token +
-      (flat ? 2.0 * double(std::max<int64_t>(0, flops.n_params - counts.trainable)) : 0.0);
+      flops.executed_per_token + (flat ? 2.0 * double(stored.flat_frozen_with_grad) : 0.0);
   const double rank_flops = executed * double(tokens_global) / c.dp * stage_share * c.pp / model_ranks;
   row.compute_s = rank_flops / std::max(1.0, in.device.peak_flops * in.device.efficiency);
   const double trainable_bytes = 4.0 * double(counts.trainable);
-  const double total_bytes = 4.0 * double(counts.total);
+  const double total_bytes = stored.bytes;  // frozen matrices in the base dtype
   const double activation_msg =
       4.0 * double(batch.micro_batch) * double(t.seq_len / c.cp) * double(in.model.hidden);
   const int dpc = c.dp * c.cp;
   double comm = 0;
-  if (flat) comm = ring_s(total_bytes / model_ranks, dpc, 3.0, in.device);
+  if (flat)  // gathered forward and backward, the gradient buffers reduce-scattered
+    comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
+           ring_s(stored.flat_grad_bytes / model_ranks, dpc, 1.0, in.device);
   else if (c.spec().dp_kind() == parallel::DpKind::fsdp2)
     comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
            ring_s(trainable_bytes / model_ranks, dpc, 1.0, in.device);
@@ -380,7 +434,14 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
   // hlp-train's own CPU fp16 runs). A GPU fp16 candidate is therefore probed under bfloat16
   // autocast, which makes the same casts to a 2-byte type as CUDA autocast does.
   model::Precision precision = t.precision;
-  if (precision == model::Precision::fp16 && in.device.name != "cpu") precision = model::Precision::bf16;
+  const model::BaseDtype stored = model::resolve_base_dtype(t.base_dtype, t.precision);
+  model::BaseDtype base = stored;  // what the probe stores frozen matrices in
+  if (precision == model::Precision::fp16 && in.device.name != "cpu") {
+    precision = model::Precision::bf16;
+    // fp16 frozen matrices are probed as bf16 ones: the same 2 bytes, and the CPU has no fp16
+    // GEMM to use them as stored
+    if (base == model::BaseDtype::fp16) base = model::BaseDtype::bf16;
+  }
   const MemoryProbe probe{[] { return metrics::CpuAllocatorCounter::current_bytes(); },
                           [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                           [] { metrics::CpuAllocatorCounter::reset_peak(); }};
@@ -421,7 +482,7 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     const std::string key = key_text.str();
     if (!profiles.count(key))
       profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, batch.micro_batch,
-                                        probe_seq_len, precision, flat, torch::kCPU, probe,
+                                        probe_seq_len, precision, base, flat, torch::kCPU, probe,
                                         split_backward);
     const ActivationProfile& profile = profiles.at(key);
     // the worst rank: every stage, the dp ranks whose shards differ (first and last)
@@ -441,7 +502,8 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     double worst = -1;
     for (int stage = 0; stage < c.pp; ++stage)
       for (int dp_rank : {0, c.dp * c.cp - 1}) {
-        const HeldPrediction held = predict_held(c, in.model, in.lora, t.seq_len, t.pp_split, stage, dp_rank);
+        const HeldPrediction held = predict_held(c, in.model, in.lora, stored, t.seq_len,
+                                                 t.pp_split, stage, dp_rank);
         const RankActivation act = predict_rank_activation(
             profile, in.model, c.tp, spec ? &*spec : nullptr,
             split ? &split->first_block : nullptr, split ? &split->end_block : nullptr, stage,

@@ -104,10 +104,12 @@ struct HeldPrediction {
   // (parallel::sharded_working_set; a pipeline's fsdp2 stage: gathered whole in both)
   parallel::WorkingSet working_set;
 };
-// Bytes the strategy holds on (pipeline stage, dp rank) of a candidate: closed forms above.
+// Bytes the strategy holds on (pipeline stage, dp rank) of a candidate: closed forms above,
+// frozen matrices in the base dtype `base` (resolved; model/precision.h).
 HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& config,
-                            const model::LoraConfig& lora, int64_t seq_len,
-                            const std::string& pp_split, int stage, int dp_rank);
+                            const model::LoraConfig& lora, model::BaseDtype base,
+                            int64_t seq_len, const std::string& pp_split, int stage,
+                            int dp_rank);
 
 struct PlanRow {
   PlanCandidate candidate;

@@ -17,6 +17,7 @@ NodeLoad node_load(MPI_Comm world, int requested_threads) {
   int local_ranks = 1;
   MPI_Comm_size(node, &local_ranks);
   NodeLoad load;
+  load.local_ranks = local_ranks;
   load.threads = requested_threads > 0 ? requested_threads : default_threads(local_ranks);
   int64_t local[3] = {local_ranks, load.threads, 0}, node_sum[3] = {0, 0, 0};
   MPI_Allreduce(&local[1], &node_sum[1], 1, MPI_INT64_T, MPI_SUM, node);
@@ -41,6 +42,8 @@ RunContext resolve_run_context(const TrainConfig& requested,
   parallel::check_composition(ctx.spec);
   parallel::check_world(ctx.spec, world->size());
   ctx.config = requested;
+  // the storage of frozen matrices, resolved (auto: the compute dtype); recorded as resolved
+  ctx.config.base_dtype = model::resolve_base_dtype(requested.base_dtype, requested.precision);
   ctx.config.pp = ctx.spec.pp;
   ctx.config.tp = ctx.spec.tp;
   ctx.config.cp = ctx.spec.cp;

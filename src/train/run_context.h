@@ -20,6 +20,7 @@ namespace hlp::train {
 // How this node's ranks share its cores.
 struct NodeLoad {
   int threads = 1;              // this rank's compute threads (--threads, or its auto value)
+  int local_ranks = 1;          // ranks of this run on this rank's node
   int64_t node_ranks = 1;       // most ranks on one node
   int64_t node_threads = 1;     // most compute threads asked for on one node
   bool oversubscribed = false;  // some node's ranks ask for more threads than it has cores

@@ -46,8 +46,9 @@ BatchSplit split_batch(const TrainConfig& c, int dp_size) {
 RunModel resolve_run_model(const TrainConfig& c, int64_t tokenizer_vocab) {
   RunModel r;
   if (c.model_config.empty()) {
-    r.model =
-        model::resolve_model_config(c.model, c.pattern, c.gdn_mode).with_vocab(tokenizer_vocab);
+    const auto vocab = model::preset_vocabulary(c.model, tokenizer_vocab, c.tokenizer);
+    r.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode).with_vocab(vocab.vocab);
+    r.vocab_warning = vocab.warning;
   } else {
     // The checkpoint decides the vocabulary; the tokenizer's ids must fit in it.
     const auto hf = model::hf::read_hf_config(c.model_config);
@@ -149,6 +150,7 @@ void open_data(Session& s) {
 void build_strategy(Session& s) {
   const TrainConfig& c = s.config();
   const RunModel run_model = resolve_run_model(c, s.loader->vocab_size());
+  if (!run_model.vocab_warning.empty()) s.ctx.log.warning("%s", run_model.vocab_warning.c_str());
   parallel::StrategyOptions& so = s.options;
   so.strategy = c.strategy;
   so.model = run_model.model;
@@ -169,6 +171,7 @@ void build_strategy(Session& s) {
   so.seed = c.seed;
   so.device = s.device();
   so.precision = c.precision;
+  so.base_dtype = c.base_dtype;  // resolved by the run context
   so.bucket_mb = c.bucket_mb;
   // gradients are averaged over every rank holding a share of the global batch's tokens
   so.dp_comm = s.ctx.mesh->dp_cp_comm();
@@ -267,7 +270,8 @@ void predict_activations(Session& s) {
   const bool flat = ctx.spec.dp_kind() == parallel::DpKind::fsdp;
   s.activation = probe_activations(tp_rank_config(s.options.model, mesh.tp), s.options.lora,
                                    s.split.micro_batch, s.config().seq_len / mesh.cp,
-                                   s.options.precision, flat, s.device(), probe, split_backward);
+                                   s.options.precision, s.options.base_dtype, flat, s.device(),
+                                   probe, split_backward);
   std::optional<parallel::PipeSpec> spec;
   if (s.pipeline && mesh.pp > 1) spec = s.pipeline->schedule_spec(int(s.split.micro_batches));
   int64_t transition_tokens = 0;  // cp: this rank's tokens outside the sequence's first piece
@@ -304,7 +308,7 @@ void refuse_what_cannot_fit(const Session& s) {
   const DeviceInfo& device = s.ctx.device;
   comm::Communicator& world = *s.ctx.world;
   const bool cuda = device.device.is_cuda();
-  const int local_ranks = cuda ? 1 : node_local_ranks();  // collective on every rank alike
+  const int local_ranks = cuda ? 1 : s.ctx.load.local_ranks;  // the run's ranks on this node
   if (c.allow_overcommit) return;
   double current = 0, limit = -1;
   std::string limit_source;

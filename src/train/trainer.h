@@ -78,13 +78,15 @@ TrainOutcome train(const TrainConfig& config, std::shared_ptr<comm::Communicator
                    const TrainHooks& hooks = {});
 
 // The model and LoRA a configuration runs, as hlp-train resolves them: the preset with the
-// tokenizer's vocabulary (or --model-config's checkpoint config, whose vocabulary the tokenizer's
+// vocabulary model::preset_vocabulary gives it under the tokenizer (or --model-config's checkpoint config, whose vocabulary the tokenizer's
 // `tokenizer_vocab` ids must fit: UserError), checkpointing, kernels and the requested attention
 // kernel (not yet resolved for a device), LoRA (--load-adapter's adapter_config.json wins).
 struct RunModel {
   model::ModelConfig model;
   model::LoraConfig lora;
   std::string base_model_name;  // --model-config's name_or_path ("" for a preset)
+  // a real model's vocabulary replaced by a smaller tokenizer's (model::preset_vocabulary)
+  std::string vocab_warning;
 };
 RunModel resolve_run_model(const TrainConfig& config, int64_t tokenizer_vocab);
 

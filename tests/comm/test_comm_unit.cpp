@@ -57,10 +57,12 @@ TEST_CASE("dtype table: supported types, sizes, reduce types", "[comm][dtype]") 
   CHECK(dtype_info(at::kBFloat16).reduce_type == at::kFloat);
   CHECK(dtype_info(at::kLong).reduce_type == at::kLong);
   CHECK(std::string(dtype_info(at::kBFloat16).name) == "bfloat16");
+  CHECK(dtype_info(at::kHalf).element_bytes == 2);  // fp16 frozen weights (--base-dtype)
+  CHECK(dtype_info(at::kHalf).reduce_type == at::kFloat);
   CHECK(is_supported_dtype(at::kFloat));
-  CHECK_FALSE(is_supported_dtype(at::kHalf));
+  CHECK(is_supported_dtype(at::kHalf));
   CHECK_FALSE(is_supported_dtype(at::kInt));
-  CHECK_THROWS_WITH(dtype_info(at::kHalf), Catch::Contains("supported: float32, bfloat16"));
+  CHECK_THROWS_WITH(dtype_info(at::kInt), Catch::Contains("supported: float32, bfloat16, float16"));
   CHECK(tensor_bytes(at::zeros({3, 5}, at::kBFloat16)) == 30);
 }
 

@@ -1,5 +1,6 @@
-// bf16 compute (fp32 master weights, fp32 reduction and Adam state) runs on CPU and stays close
-// to fp32; the evaluation loss is the same for every strategy and does not change training.
+// bf16 compute (fp32 master weights of what trains, fp32 reduction and Adam state; frozen
+// matrices in fp32 or, by default, bf16) runs on CPU and stays close to fp32; the evaluation
+// loss is the same for every strategy and does not change training.
 #include "catch_compat.h"
 
 #include <cmath>
@@ -10,14 +11,20 @@
 using namespace hlp;
 
 TEST_CASE("bf16 runs on CPU with fp32 master weights and tracks fp32", "[precision]") {
-  for (const char* strategy : {"ddp", "fsdp2"}) {
+  for (const char* strategy : {"ddp", "fsdp2"})
+  for (auto base : {hlp::model::BaseDtype::fp32, hlp::model::BaseDtype::automatic}) {
     auto c = test::tiny_config(strategy, 8);
     const auto fp32 = train::train(c, test::world());
     c.precision = hlp::model::Precision::bf16;
+    c.base_dtype = base;  // auto: bf16 under bf16 compute
     const auto bf16 = train::train(c, test::world());
     REQUIRE(bf16.losses.size() == fp32.losses.size());
     CHECK(bf16.optimizer_bytes == fp32.optimizer_bytes);  // fp32 Adam state either way
-    CHECK(bf16.held.param_bytes == fp32.held.param_bytes);  // fp32 master weights
+    CHECK(bf16.held.grad_bytes == fp32.held.grad_bytes);  // fp32 gradients of what trains
+    if (base == hlp::model::BaseDtype::fp32)
+      CHECK(bf16.held.param_bytes == fp32.held.param_bytes);  // fp32 master weights
+    else  // the frozen matrices in 2 bytes
+      CHECK(bf16.held.param_bytes < 0.6 * double(fp32.held.param_bytes));
     bool differs = false;
     for (size_t i = 0; i < fp32.losses.size(); ++i) {
       INFO(strategy << " step " << i << " fp32 " << fp32.losses[i] << " bf16 " << bf16.losses[i]);

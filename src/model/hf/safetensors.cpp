@@ -128,11 +128,18 @@ void SafetensorsFile::read_region(const std::string& name, const Region& region,
               "read_region: destination must be contiguous with the region's element count");
   if (is_int) TORCH_CHECK(dest.scalar_type() == torch::kLong, "I64 tensors read into int64 only");
 
-  // Host staging only when the destination is not a float32 (int64) CPU tensor already; a GPU
-  // destination gets the region through a host buffer and one copy.
-  const bool direct = dest.device().is_cpu() && (is_int || dest.scalar_type() == torch::kFloat);
-  torch::Tensor out =
-      direct ? dest : torch::empty({region.numel()}, is_int ? torch::kLong : torch::kFloat);
+  // The stored bits are copied as they are when the destination has the stored dtype (int64,
+  // float32, and BF16 / F16 into a bf16 / fp16 frozen weight: no float32 copy on the way);
+  // otherwise they are widened to float32. Host staging only when the destination is not such
+  // a CPU tensor already; a GPU destination gets the region through a host buffer and one copy.
+  const torch::ScalarType stored = is_int              ? torch::kLong
+                                   : e.dtype == "BF16" ? torch::kBFloat16
+                                   : e.dtype == "F16"  ? torch::kHalf
+                                   : e.dtype == "F64"  ? torch::kDouble
+                                                       : torch::kFloat;
+  const bool raw = dest.scalar_type() == stored;
+  const bool direct = dest.device().is_cpu() && (raw || dest.scalar_type() == torch::kFloat);
+  torch::Tensor out = direct ? dest : torch::empty({region.numel()}, raw ? stored : torch::kFloat);
   const int64_t elem = safetensors_dtype_size(e.dtype);
   const uint8_t* base = map_ + data_start_ + e.begin;
   // Row-major strides of the stored tensor, in elements.
@@ -146,8 +153,8 @@ void SafetensorsFile::read_region(const std::string& name, const Region& region,
     int64_t offset = dims == 0 ? 0 : region.begin[dims - 1];
     for (size_t d = 0; d + 1 < dims; ++d) offset += (region.begin[d] + index[d]) * stride[d];
     const uint8_t* src = base + offset * elem;
-    if (is_int)
-      std::memcpy(out_bytes + r * run * 8, src, size_t(run) * 8);
+    if (raw)
+      std::memcpy(out_bytes + r * run * elem, src, size_t(run * elem));
     else
       to_float(e.dtype, src, reinterpret_cast<float*>(out_bytes) + r * run, run);
     for (size_t d = index.size(); d-- > 0;) {  // odometer over the leading dims
