@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Writes a random Hugging Face-format Jet-Nemotron checkpoint (config.json + sharded F32
-safetensors + index) for the --init-from load benchmark, tensor by tensor (bounded memory).
+"""Writes a random Hugging Face-format Jet-Nemotron checkpoint (config.json + sharded
+safetensors + index) for the --init-from load benchmark, tensor by tensor (bounded memory), in
+F32 (default) or BF16 as a released checkpoint stores it.
 
-    /usr/bin/python3 bench/hf/make_checkpoint.py small|1gb OUTDIR
+    /usr/bin/python3 bench/hf/make_checkpoint.py small|1gb|jet-nemotron-2b OUTDIR [F32|BF16]
 """
 import json
 import os
@@ -20,6 +21,10 @@ SHAPES = {
     # about 307 M parameters = 1.23 GB in F32
     "1gb": dict(hidden=1024, mlp=4096, vocab=32768, layers="GGGGGAGGGSGG", heads=8, kv=2, hd=128,
                 window=512, jet_heads=8, dk=96, dv=256),
+    # Jet-Nemotron-2B's shapes (1.96 B parameters: 3.9 GB in BF16, 7.9 GB in F32)
+    "jet-nemotron-2b": dict(hidden=1536, mlp=8960, vocab=151936,
+                            layers="GGGGGGGGGGGGGGAGGGGASSGGGGGG", heads=12, kv=2, hd=128,
+                            window=1152, jet_heads=12, dk=96, dv=256),
 }
 
 
@@ -52,10 +57,12 @@ def tensors(s):
     yield "model.norm.weight", [D]
 
 
-def main(which, out):
+def main(which, out, dtype="F32"):
     s = SHAPES[which]
+    store = {"F32": torch.float32, "BF16": torch.bfloat16}[dtype]
     os.makedirs(out, exist_ok=True)
     cfg = dict(CONFIG)
+    cfg["torch_dtype"] = {"F32": "float32", "BF16": "bfloat16"}[dtype]
     cfg.update(hidden_size=s["hidden"], intermediate_size=s["mlp"], vocab_size=s["vocab"],
                num_attention_heads=s["heads"], num_key_value_heads=s["kv"],
                num_hidden_layers=len(s["layers"]), rope_theta=1e6, max_window_layers=len(s["layers"]),
@@ -84,9 +91,10 @@ def main(which, out):
         t = 0.02 * torch.randn(shape, generator=g)
         if name.endswith("norm.weight"):
             t += 1
+        t = t.to(store)
         shard.append((name, t))
-        shard_bytes += t.numel() * 4
-        total += t.numel() * 4
+        shard_bytes += t.numel() * t.element_size()
+        total += t.numel() * t.element_size()
         if shard_bytes > 256 << 20:
             flush()
     flush()
@@ -96,4 +104,4 @@ def main(which, out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -13,15 +13,15 @@
 namespace hlp::parallel {
 
 model::HybridLM build_model(const StrategyOptions& options, model::Values values) {
-  model::HybridLM lm(options.model, options.seed, values);
+  // Shapes first; then, for drawn values, one parameter at a time: drawn on the CPU generator
+  // (bit-identical to a model built with drawn values), stored in its dtype, moved to the
+  // device. Building never holds the model in float32 beside its bf16 storage: at most one
+  // whole parameter more. Deferred values: the strategy materialises them (its units, stages).
+  model::HybridLM lm(options.model, options.seed, model::Values::deferred);
   model::apply_lora(lm, options.lora);
-  // Drawn values: drawn on the CPU generator, stored in the base dtype, then moved (a no-op on
-  // the CPU). Deferred values: each parameter is stored and moved when it gets its values
-  // (materialise_on_device).
-  if (values == model::Values::drawn) {
-    model::store_frozen_weights(*lm, options.base_dtype);
-    lm->to(options.device);
-  }
+  if (values == model::Values::drawn)
+    for (auto& [name, p] : named_params(*lm))
+      materialise_on_device(name, p, options.seed, options.device, options.base_dtype);
   lm->train();
   return lm;
 }

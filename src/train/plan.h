@@ -9,9 +9,10 @@
 //                                     ceil(N_u / n) with AdamW over this rank's trainable range;
 //                                     fsdp2 rows ceil(d0 / n); a pipeline stage's chunks (the
 //                                     same split_stages) with the tied matrix on both end
-//                                     stages; tensor-parallel slices (tp_split_dim). fp32
-//                                     master weights and gradients, AdamW 2 x fp32 per
-//                                     trainable element.
+//                                     stages; tensor-parallel slices (tp_split_dim). Frozen
+//                                     matrices in the base dtype (model/precision.h), the
+//                                     rest fp32 (flat fsdp: one buffer per storage dtype);
+//                                     fp32 gradients, AdamW 2 x fp32 per trainable element.
 //   working set and                   fsdp / fsdp2, per backward phase
 //   communication buffers             (parallel::sharded_working_set, the strategies' own
 //                                     function): during the head's backward the root unit;

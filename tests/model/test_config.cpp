@@ -220,3 +220,50 @@ TEST_CASE("model: a zero or absurd size and an absurd parameter count are user e
   CHECK_THROWS_AS(c.validate(), hlp::UserError);
   CHECK_NOTHROW(preset("jet-nemotron-4b").validate());
 }
+
+TEST_CASE("model: a real model's vocabulary, kept with its tokenizer, replaced with a warning",
+          "[model][config][vocab]") {
+  // Qwen's tokenizer (151,669 ids) fills Jet-Nemotron's padded 151,936: the model keeps its own
+  const auto qwen = hlp::model::preset_vocabulary("jet-nemotron-2b", 151669, "qwen.json");
+  CHECK(qwen.vocab == 151936);
+  CHECK(qwen.warning.empty());
+  // the byte tokenizer replaces it, and says so
+  const auto bytes = hlp::model::preset_vocabulary("jet-nemotron-2b", 257, "byte");
+  CHECK(bytes.vocab == 257);
+  CHECK_THAT(bytes.warning, Catch::Contains("151936 ids but --tokenizer byte has 257") &&
+                                Catch::Contains("233.0 M parameters fewer") &&
+                                Catch::Contains("build/datasets/qwen3/tokenizer.json"));
+  // tiny and small take any tokenizer's vocabulary as theirs, silently
+  CHECK(hlp::model::preset_vocabulary("tiny", 257, "byte").vocab == 257);
+  CHECK(hlp::model::preset_vocabulary("small", 4000, "spm.model").warning.empty());
+  // a bigger tokenizer than the model's is the tokenizer's (as before)
+  CHECK(hlp::model::preset_vocabulary("gpt2-large", 60000, "big.json").vocab == 60000);
+  CHECK_FALSE(hlp::model::preset_vocabulary("gpt2-large", 1000, "small.model").warning.empty());
+}
+
+TEST_CASE("model: frozen matrices in the base dtype, the rest fp32", "[model][precision]") {
+  using hlp::model::BaseDtype;
+  using hlp::model::Precision;
+  CHECK(hlp::model::resolve_base_dtype(BaseDtype::automatic, Precision::bf16) == BaseDtype::bf16);
+  CHECK(hlp::model::resolve_base_dtype(BaseDtype::automatic, Precision::fp16) == BaseDtype::fp16);
+  CHECK(hlp::model::resolve_base_dtype(BaseDtype::automatic, Precision::fp32) == BaseDtype::fp32);
+  CHECK(hlp::model::resolve_base_dtype(BaseDtype::fp32, Precision::bf16) == BaseDtype::fp32);
+  CHECK_THROWS_WITH(hlp::model::resolve_base_dtype(BaseDtype::bf16, Precision::fp32),
+                    Catch::Contains("--base-dtype bf16 with --precision fp32 is not supported") &&
+                        Catch::Contains("use --base-dtype auto"));
+  CHECK_THROWS_AS(hlp::model::resolve_base_dtype(BaseDtype::fp16, Precision::bf16),
+                  hlp::UserError);
+  CHECK(hlp::model::parameter_element_bytes(false, 2, BaseDtype::bf16) == 2);  // frozen matrix
+  CHECK(hlp::model::parameter_element_bytes(false, 1, BaseDtype::bf16) == 4);  // frozen vector
+  CHECK(hlp::model::parameter_element_bytes(false, 3, BaseDtype::bf16) == 4);  // conv kernel
+  CHECK(hlp::model::parameter_element_bytes(true, 2, BaseDtype::bf16) == 4);   // adapter
+  CHECK(hlp::model::parameter_element_bytes(false, 2, BaseDtype::fp32) == 4);
+  // jet-nemotron-2b with LoRA r 32 on the seven projections: the frozen matrices are nearly all
+  const auto c = hlp::model::resolve_model_config("jet-nemotron-2b", "", "");
+  const auto lora = hlp::model::make_lora_config(
+      32, 64, 0, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj");
+  const double fp32 = double(hlp::model::stored_parameter_bytes(c, lora, BaseDtype::fp32));
+  const double bf16 = double(hlp::model::stored_parameter_bytes(c, lora, BaseDtype::bf16));
+  CHECK(bf16 / fp32 < 0.52);
+  CHECK(bf16 / fp32 > 0.50);
+}
