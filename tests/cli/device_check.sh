@@ -4,6 +4,7 @@
 #   --device cuda          one line on stderr saying why, exit 2 on every rank, no hang
 #   bad --device / --comm  one line, exit 2
 #   --comm nccl on the CPU one line, exit 2
+#   --base-dtype other than fp32 or the compute dtype: one line, exit 2
 #   --device cpu / auto    runs; the result file records device and backend (h5dump)
 #   --help                 documents --device and --comm
 set -u
@@ -24,6 +25,13 @@ for launch in "" "$MPIEXEC -n 2"; do
   expect "${tag}comm-bad" 2 "--comm: unknown value 'gloo'" -- $launch "$HLP_TRAIN" --comm gloo
   expect "${tag}comm-nccl-cpu" 2 "--comm nccl" -- $launch "$HLP_TRAIN" --comm nccl --device cpu
   expect "${tag}comm-nccl-auto" 2 "--comm nccl" -- $launch "$HLP_TRAIN" --comm nccl
+  # frozen weights stored in a dtype the compute would cast every step
+  expect "${tag}base-dtype-bf16-fp32" 2 "--base-dtype bf16 with --precision fp32 is not supported" \
+    -- $launch "$HLP_TRAIN" --base-dtype bf16
+  expect "${tag}base-dtype-fp16-bf16" 2 "--base-dtype fp16 with --precision bf16 is not supported" \
+    -- $launch "$HLP_TRAIN" --base-dtype fp16 --precision bf16
+  expect "${tag}base-dtype-bad" 2 "--base-dtype: unknown value 'int4'" \
+    -- $launch "$HLP_TRAIN" --base-dtype int4
 done
 
 # --help documents both options.
