@@ -17,7 +17,7 @@ HLP_MPIEXEC ?= mpiexec
 # Debian's libtorch runs every matmul on reference BLAS (~18x slower).
 DEB_PACKAGES := build-essential cmake make pkg-config git ccache \
   libtorch-dev libopenblas0-pthread python3-torch \
-  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py \
+  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py python3-pandas \
   libboost-program-options-dev catch2 nlohmann-json3-dev \
   libsentencepiece-dev sentencepiece libpcre2-dev libicu-dev gnuplot-nox \
   slurm-wlm munge procps

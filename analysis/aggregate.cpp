@@ -18,10 +18,12 @@ Stat stat_of(const std::vector<double>& pool) {
     if (!std::isnan(x)) v.push_back(x);
   s.n = static_cast<int64_t>(v.size());
   if (v.empty()) {
-    s.median = s.min = s.max = kNaN;
+    s.median = s.min = s.max = s.q1 = s.q3 = kNaN;
     return s;
   }
   s.median = median_of(v);
+  s.q1 = quantile_of(v, 0.25);
+  s.q3 = quantile_of(v, 0.75);
   s.min = *std::min_element(v.begin(), v.end());
   s.max = *std::max_element(v.begin(), v.end());
   return s;
@@ -61,6 +63,15 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double quantile_of(std::vector<double> v, double p) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const double pos = std::clamp(p, 0.0, 1.0) * double(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
 namespace {
@@ -127,7 +138,9 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     std::map<int64_t, std::pair<double, int64_t>> loss_sum;  // step -> (sum, n)
     double peak = kNaN, skipped = kNaN, predicted_peak = kNaN;
     std::vector<double> plan_tokens;
+    double device_hours = 0.0;
     for (const RunData* r : members) {
+      device_hours += r->wall_s * double(r->config_int("world_size")) / 3600.0;  // NaN sticks
       ++row.runs;
       if (!r->complete) ++row.incomplete_runs;
       if (r->oversubscribed) ++row.oversubscribed_runs;
@@ -185,6 +198,7 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
     row.predicted_peak_bytes_max = predicted_peak;
     row.plan_tokens_per_s = median_of(plan_tokens);
     row.skipped_steps = skipped;
+    row.device_hours = device_hours;
     row.comm_exposed_fraction = median_of(comm_fraction);
     row.pipeline_wait_fraction = median_of(wait_fraction);
     row.bubble_fraction = median_of(bubbles);

@@ -25,6 +25,7 @@ namespace hlp::analysis {
 
 struct Stat {
   double median = 0.0, min = 0.0, max = 0.0;
+  double q1 = 0.0, q3 = 0.0;  // quartiles of the pool (linear interpolation): the step-to-step spread
   int64_t n = 0;  // pooled values (0: metric absent -> NaN everywhere)
 };
 
@@ -52,6 +53,9 @@ struct ConfigRow {
   // fp16 loss scaling: steps whose update was skipped (gradient overflow), summed over the
   // row's runs and ALL their steps (warm-up included); NaN when no run recorded step_skipped.
   double skipped_steps = 0.0;
+  // Device-hours the row's runs held: Σ over runs of (end_time − start_time) × world size / 3600
+  // (GPU-hours on cuda, rank-hours on cpu); NaN when a run has no end time (killed, incomplete).
+  double device_hours = 0.0;
   // loss per step number, mean over runs holding that step (all steps, warm-up included)
   std::map<int64_t, double> loss_curve;
   std::vector<std::string> paths;
@@ -67,6 +71,8 @@ struct ConfigRow {
 std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmup_steps);
 
 double median_of(std::vector<double> values);  // NaN for an empty set
+// The p-quantile (0 <= p <= 1) with linear interpolation between order statistics; NaN if empty.
+double quantile_of(std::vector<double> values, double p);
 
 // A run's trace-measured bubble over its post-warm-up steps: the mean over pipelines, stages
 // and those steps (Σ sum / Σ count of TraceBubble); NaN when it has none (no trace, no pipeline).

@@ -441,12 +441,15 @@ Figure loss_curves(const std::vector<ConfigRow>& rows, const std::string& dir) {
 }  // namespace
 
 std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std::string& outdir) {
-  return {scaling(rows, outdir),           context(rows, outdir, false),
+  std::vector<Figure> figures = pareto_figures(rows, outdir);
+  for (auto& f : std::vector<Figure>{scaling(rows, outdir),           context(rows, outdir, false),
           context(rows, outdir, true),     context_activation(rows, outdir),
           stacked(rows, outdir, true),
           stacked(rows, outdir, false),    bubble(rows, outdir),
           split_ablation(rows, outdir),    loss_curves(rows, outdir),
-          plan_accuracy(rows, outdir)};
+          plan_accuracy(rows, outdir)})
+    figures.push_back(std::move(f));
+  return figures;
 }
 
 }  // namespace hlp::analysis

@@ -12,6 +12,7 @@
 //   split_ablation        tokens/s per pipeline split (uniform / params / balanced ...)
 //   loss_curves           loss per step of every configuration, overlaid
 //   plan_accuracy         hlp-plan's predicted / measured peak and tokens/s per configuration
+//   pareto_t<T>           tokens/s per device vs peak per device at context T, fronts drawn
 #include <string>
 #include <vector>
 
@@ -29,5 +30,7 @@ struct Figure {
 
 // Writes the data and script of every figure that has data; never renders.
 std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std::string& outdir);
+// One Pareto figure per context length (figure_pareto.cpp); write_figures puts them first.
+std::vector<Figure> pareto_figures(const std::vector<ConfigRow>& rows, const std::string& outdir);
 
 }  // namespace hlp::analysis

@@ -24,11 +24,18 @@ const char* kUsage =
     "hlp-analyze — turn HLP result files (one HDF5 file per hlp-train job) into a report.\n"
     "\n"
     "Usage:\n"
-    "  hlp-analyze table  DIR_OR_FILES... [--csv] [--warmup N] [--include-incomplete]\n"
-    "      One row per configuration on stdout (Markdown; CSV with --csv).\n"
+    "  hlp-analyze table  DIR_OR_FILES... [--format md|csv] [--warmup N] [--include-incomplete]\n"
+    "      One row per configuration on stdout (Markdown; CSV with --format csv or --csv).\n"
     "  hlp-analyze report DIR_OR_FILES... -o OUTDIR [--warmup N] [--include-incomplete]\n"
-    "      OUTDIR/table.md, table.csv, gnuplot figures (NAME.png, NAME.svg, editable NAME.gp +\n"
-    "      NAME.dat) and index.md embedding them. Needs gnuplot on PATH.\n"
+    "                     [--su-per-gpu-hour R] [--sweep SWEEP_DIR]\n"
+    "      OUTDIR/index.md: Findings first (fastest and leanest per group of comparable runs,\n"
+    "      ties within the step-to-step spread, the Pareto front, one reason line per\n"
+    "      configuration from its breakdown, what was not measured), the headline table (also\n"
+    "      headline.md and LaTeX table.tex), the cost in GPU- / rank-hours (service units with\n"
+    "      --su-per-gpu-hour), the full table (table.md, table.csv) and gnuplot figures (NAME.png,\n"
+    "      NAME.svg, editable NAME.gp + NAME.dat). With --sweep (hlp-sweep's --out), the sweep's\n"
+    "      configurations without a result file and those its planner left out are listed.\n"
+    "      Needs gnuplot on PATH.\n"
     "  hlp-analyze trace  FILE.h5 -o trace.json\n"
     "      Chrome / Perfetto trace of one job (pid = rank; compute / comm / data lanes).\n"
     "\n"
@@ -109,13 +116,19 @@ std::vector<an::ConfigRow> load_and_aggregate(const Common& c, std::vector<an::S
 int cmd_table(int argc, char** argv) {
   Common c;
   bool csv = false;
+  std::string format = "md";
   auto d = common_options(c);
-  d.add_options()("csv", po::bool_switch(&csv), "CSV (every column, full precision) instead of Markdown");
+  d.add_options()("format", po::value<std::string>(&format)->default_value("md"),
+                  "md (Markdown, for people) or csv (every column, full precision)")(
+      "csv", po::bool_switch(&csv), "the same as --format csv");
   auto vm = parse(argc, argv, d, c.inputs);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << d;
     return 0;
   }
+  if (format != "md" && format != "csv")
+    throw hlp::user_error("table: --format must be md or csv, got '", format, "'");
+  csv = csv || format == "csv";
   const auto rows = load_and_aggregate(c, nullptr);
   if (csv) an::write_csv(std::cout, rows);
   else an::write_markdown(std::cout, rows, c.warmup);
@@ -125,8 +138,14 @@ int cmd_table(int argc, char** argv) {
 int cmd_report(int argc, char** argv) {
   Common c;
   std::string outdir;
+  an::ReportOptions options;
   auto d = common_options(c);
-  d.add_options()("out,o", po::value<std::string>(&outdir), "output directory (created)");
+  d.add_options()("out,o", po::value<std::string>(&outdir), "output directory (created)")(
+      "su-per-gpu-hour", po::value<double>(&options.su_per_gpu_hour),
+      "service units charged per GPU-hour (the site's rate): the cost section shows SUs")(
+      "sweep", po::value<std::string>(&options.sweep_dir),
+      "the sweep's output directory (hlp-sweep --out): list its configurations that left no "
+      "result file and those its planner left out (left-out.tsv)");
   auto vm = parse(argc, argv, d, c.inputs);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << d;
@@ -135,10 +154,14 @@ int cmd_report(int argc, char** argv) {
   if (outdir.empty()) throw hlp::user_error("report: -o OUTDIR is required");
   std::vector<an::Skip> skipped;
   const auto rows = load_and_aggregate(c, &skipped);
-  const auto s = an::write_report(rows, skipped, outdir, c.warmup);
+  if (vm.count("su-per-gpu-hour") && !(options.su_per_gpu_hour > 0))
+    throw hlp::user_error("report: --su-per-gpu-hour must be a positive number, got ",
+                          options.su_per_gpu_hour);
+  options.warmup_steps = c.warmup;
+  const auto s = an::write_report(rows, skipped, outdir, options);
   std::cerr << "hlp-analyze: wrote " << outdir << "/index.md (" << rows.size()
             << " configurations, " << s.figures_rendered << " figures, " << s.figures_skipped
-            << " skipped for lack of data)\n";
+            << " skipped for lack of data, " << s.not_measured << " not measured)\n";
   return 0;
 }
 

@@ -1,68 +1,167 @@
 #include "analysis/report.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "analysis/figures.h"
 #include "analysis/gnuplot.h"
+#include "analysis/headline.h"
 #include "analysis/table_writer.h"
 #include "common/error.h"
 
 namespace hlp::analysis {
 namespace fs = std::filesystem;
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+template <typename Writer>
+void write_file(const std::string& outdir, const std::string& name, Writer write) {
+  std::ofstream f(fs::path(outdir) / name);
+  write(f);
+  if (!f) throw user_error("cannot write '", (fs::path(outdir) / name).string(), "'");
+}
+
+// Each configuration of the sweep (configs/NAME.ini) whose result file NAME.h5 is neither among
+// the results nor among the skipped files.
+void missing_results(const std::string& sweep_dir, const std::set<std::string>& stems,
+                     std::vector<NotMeasured>* out) {
+  const fs::path configs = fs::path(sweep_dir) / "configs";
+  if (!fs::is_directory(configs))
+    throw user_error("--sweep '", sweep_dir, "': no configs/ directory (give hlp-sweep's --out)");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(configs))
+    if (e.path().extension() == ".ini") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names)
+    if (!stems.count(n))
+      out->push_back({n, "no result file: the task failed before its first flush, or never ran "
+                         "(see the sweep's logs/)"});
+}
+
+// left-out.tsv: "NAME<TAB>why" per configuration hlp-sweep's planner left out.
+void left_out(const std::string& sweep_dir, std::vector<NotMeasured>* out) {
+  std::ifstream f(fs::path(sweep_dir) / "left-out.tsv");
+  std::string line;
+  while (std::getline(f, line)) {
+    const auto tab = line.find('\t');
+    if (line.empty() || line[0] == '#' || tab == std::string::npos) continue;
+    out->push_back({line.substr(0, tab), "left out before submission: " + line.substr(tab + 1)});
+  }
+}
+
+}  // namespace
+
+void write_cost(std::ostream& out, const std::vector<ConfigRow>& rows, double su_rate) {
+  bool gpu = false;
+  for (const auto& r : rows) gpu = gpu || r.value("device") != "cpu";
+  const std::string unit = gpu ? "GPU-hours" : "rank-hours";
+  const bool sus = gpu && !std::isnan(su_rate);
+  out << "## Cost\n\nMeasured " << unit << " per configuration: Σ over its runs of (end − start of "
+      << "the job) × ranks" << (sus ? ", and service units at " + fmt("%g", su_rate) + " SU per GPU-hour" : "")
+      << (gpu && !sus ? " (give `--su-per-gpu-hour` for service units)" : "")
+      << (!gpu ? " (CPU ranks: no service units)" : "")
+      << ". Runs without an end time (killed) are not counted.\n\n| configuration | runs | "
+      << unit << " |" << (sus ? " SUs |" : "") << "\n|---|---:|---:|" << (sus ? "---:|" : "") << "\n";
+  double total = 0;
+  for (const auto& r : rows) {
+    out << "| " << r.value("strategy") << " n=" << r.value("world_size") << " T " << r.value("seq_len")
+        << " | " << r.runs << " | " << (std::isnan(r.device_hours) ? "–" : fmt("%.4f", r.device_hours))
+        << " |" << (sus ? " " + fmt("%.3f", r.device_hours * su_rate) + " |" : "") << "\n";
+    if (!std::isnan(r.device_hours)) total += r.device_hours;
+  }
+  out << "| **total** | | **" << fmt("%.4f", total) << "** |"
+      << (sus ? " **" + fmt("%.3f", total * su_rate) + "** |" : "") << "\n\n";
+}
+
+namespace {
+
+void write_figure_sections(std::ostream& index, const std::vector<Figure>& figures,
+                           ReportSummary* summary) {
+  for (const auto& f : figures) {
+    index << "## " << f.title << "\n\n";
+    if (f.has_data) {
+      ++summary->figures_rendered;
+      index << f.sentence << "\n\n![" << f.title << "](" << f.name << ".png)\n\n"
+            << "[SVG](" << f.name << ".svg) · gnuplot script [" << f.name << ".gp](" << f.name
+            << ".gp) · data [" << f.name << ".dat](" << f.name << ".dat)\n\n";
+    } else {
+      ++summary->figures_skipped;
+      index << "*Skipped (`" << f.name << "`): " << f.skip_reason << ".*\n\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<NotMeasured> not_measured(const std::vector<Skip>& skipped,
+                                      const std::vector<std::string>& result_paths,
+                                      const std::string& sweep_dir) {
+  std::vector<NotMeasured> out;
+  std::set<std::string> stems;
+  for (const auto& s : skipped) {
+    out.push_back({s.path, s.reason});
+    stems.insert(fs::path(s.path).stem().string());
+  }
+  for (const auto& p : result_paths) stems.insert(fs::path(p).stem().string());
+  if (!sweep_dir.empty()) {
+    missing_results(sweep_dir, stems, &out);
+    left_out(sweep_dir, &out);
+  }
+  return out;
+}
 
 ReportSummary write_report(const std::vector<ConfigRow>& rows, const std::vector<Skip>& skipped,
-                           const std::string& outdir, int64_t warmup_steps) {
+                           const std::string& outdir, const ReportOptions& options) {
   require_gnuplot();  // before writing anything
   std::error_code ec;
   fs::create_directories(outdir, ec);
   if (ec || !fs::is_directory(outdir))
     throw user_error("cannot create output directory '", outdir, "': ", ec.message());
+  std::vector<std::string> paths;
+  for (const auto& r : rows) paths.insert(paths.end(), r.paths.begin(), r.paths.end());
+  ReportSummary summary;
+  const auto missing = not_measured(skipped, paths, options.sweep_dir);
+  summary.not_measured = missing.size();
 
   std::ostringstream md;
-  write_markdown(md, rows, warmup_steps);
-  std::ofstream(fs::path(outdir) / "table.md") << md.str();
-  {
-    std::ofstream csv(fs::path(outdir) / "table.csv");
-    write_csv(csv, rows);
-    if (!csv) throw user_error("cannot write '", (fs::path(outdir) / "table.csv").string(), "'");
-  }
-
-  ReportSummary summary;
+  write_markdown(md, rows, options.warmup_steps);
+  write_file(outdir, "table.md", [&](std::ostream& f) { f << md.str(); });
+  write_file(outdir, "table.csv", [&](std::ostream& f) { write_csv(f, rows); });
+  const auto headline = headline_rows(rows);
+  std::ostringstream head;
+  write_headline_markdown(head, headline);
+  write_file(outdir, "headline.md", [&](std::ostream& f) { f << head.str(); });
+  write_file(outdir, "table.tex", [&](std::ostream& f) { write_headline_latex(f, headline); });
   const auto figures = write_figures(rows, outdir);
-  for (const auto& f : figures) {
-    if (!f.has_data) continue;
-    render_gnuplot(outdir, f.name);
-  }
+  for (const auto& f : figures)
+    if (f.has_data) render_gnuplot(outdir, f.name);
 
-  std::ofstream index(fs::path(outdir) / "index.md");
-  index << "# HLP results report\n\n"
-        << "Written by `hlp-analyze report` from " << rows.size() << " configuration(s)";
   int64_t files = 0;
   for (const auto& r : rows) files += r.runs;
-  index << " in " << files << " result file(s).";
-  if (!skipped.empty()) index << " " << skipped.size() << " file(s) were skipped (listed at the end).";
-  index << "\n\n## Table\n\nAlso as [table.md](table.md) and [table.csv](table.csv) "
+  std::ostringstream index;
+  index << "# HLP results report\n\nWritten by `hlp-analyze report` from " << rows.size()
+        << " configuration(s) in " << files << " result file(s).\n\n";
+  write_findings(index, rows, missing);
+  index << "## Headline table\n\nFastest first within each group. Also as [headline.md](headline.md) "
+           "and, for a paper, LaTeX [table.tex](table.tex) (booktabs); every column in "
+           "[table.csv](table.csv).\n\n"
+        << head.str() << "\n";
+  write_cost(index, rows, options.su_per_gpu_hour);
+  index << "## Full table\n\nAlso as [table.md](table.md) and [table.csv](table.csv) "
            "(every column, full precision).\n\n"
         << md.str() << "\n";
-  for (const auto& f : figures) {
-    index << "## " << f.title << "\n\n";
-    if (f.has_data) {
-      ++summary.figures_rendered;
-      index << f.sentence << "\n\n![" << f.title << "](" << f.name << ".png)\n\n"
-            << "[SVG](" << f.name << ".svg) · gnuplot script [" << f.name << ".gp](" << f.name
-            << ".gp) · data [" << f.name << ".dat](" << f.name << ".dat)\n\n";
-    } else {
-      ++summary.figures_skipped;
-      index << "*Skipped (`" << f.name << "`): " << f.skip_reason << ".*\n\n";
-    }
-  }
-  if (!skipped.empty()) {
-    index << "## Skipped files\n\n";
-    for (const auto& s : skipped) index << "- `" << s.path << "`: " << s.reason << "\n";
-  }
-  if (!index) throw user_error("cannot write '", (fs::path(outdir) / "index.md").string(), "'");
+  write_figure_sections(index, figures, &summary);
+  write_file(outdir, "index.md", [&](std::ostream& f) { f << index.str(); });
   return summary;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iomanip>
 #include <limits>
@@ -129,11 +131,33 @@ std::string ini_value(const std::map<std::string, std::string>& ini, const std::
   return it == ini.end() || it->second.empty() ? "?" : it->second;
 }
 
+// "2026-11-22T00:30:00Z" (the writer's ISO-8601 UTC) -> seconds since the epoch; NaN otherwise.
+double iso_utc_seconds(const std::string& iso) {
+  std::tm tm{};
+  char z = 0;
+  if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z) != 7 || z != 'Z')
+    return std::numeric_limits<double>::quiet_NaN();
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return double(timegm(&tm));
+}
+
+// The job's wall time from its start and end attributes (second resolution); NaN when unfinished.
+double wall_seconds(const metrics::ResultReader& reader) {
+  if (!reader.has_attr(schema::kAttrStartTime) || !reader.has_attr(schema::kAttrEndTime))
+    return std::numeric_limits<double>::quiet_NaN();
+  const double start = iso_utc_seconds(reader.attr_string(schema::kAttrStartTime));
+  const double end = iso_utc_seconds(reader.attr_string(schema::kAttrEndTime));
+  return end >= start ? end - start : std::numeric_limits<double>::quiet_NaN();
+}
+
 RunData load_one(const std::string& path) {
   metrics::ResultReader reader(path);
   RunData run;
   run.path = path;
   run.complete = reader.complete();
+  run.wall_s = wall_seconds(reader);
   run.oversubscribed = reader.has_attr(schema::kAttrOversubscribed) &&
                        reader.attr_int(schema::kAttrOversubscribed) != 0;
   const auto ini = parse_ini(reader.has_attr(schema::kAttrConfig)

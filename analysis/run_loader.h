@@ -53,6 +53,8 @@ struct RunData {
   // Identifies the job that wrote the file (start time, Slurm ids, hosts, config): two files
   // with the same id are copies of one run, not reruns.
   std::string job_id;
+  // end_time − start_time of the job (seconds); NaN when the file has no end time (not finished)
+  double wall_s = std::numeric_limits<double>::quiet_NaN();
 
   std::string key() const;  // the config values joined: equal keys = one configuration
   int64_t config_int(const std::string& column) const;  // -1 when not a number

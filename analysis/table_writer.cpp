@@ -69,6 +69,7 @@ const std::vector<MetricColumn>& metric_columns() {
     c.push_back({"bubble_fraction_step_theory", [](const ConfigRow& r) { return r.bubble_fraction_step_theory; }});
     c.push_back({"final_loss", [](const ConfigRow& r) { return r.final_loss; }});
     c.push_back({"skipped_steps", [](const ConfigRow& r) { return r.skipped_steps; }});
+    c.push_back({"device_hours", [](const ConfigRow& r) { return r.device_hours; }});
     c.push_back({"oversubscribed_runs", [](const ConfigRow& r) { return double(r.oversubscribed_runs); }});
     return c;
   }();

@@ -5,6 +5,9 @@
 //                                     MPI_COMM_SELF, pipeline files, one of them with hand-placed
 //                                     forward/backward trace spans, one incomplete file)
 //   write_fixtures many DIR N         N small 1-rank files (rank r writes every r-th), 8 steps
+//   write_fixtures tie DIR            the Findings set: at T 64 ddp and fsdp2 differ by less than
+//                                     their step-to-step spread (a tie), fsdp is slower and leaner;
+//                                     at T 128 ddp is clearly faster than fsdp2
 #include <mpi.h>
 
 #include <algorithm>
@@ -252,6 +255,37 @@ void write_known(const std::string& dir) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// The Findings set (check_findings.py holds the expectations). Step 0 is warm-up.
+void write_tie(const std::string& dir) {
+  struct Run {
+    const char* name;
+    const char* strategy;
+    int64_t seq_len;
+    std::vector<double> tokens;
+    double peak;
+  };
+  const std::vector<Run> runs = {
+      // medians after warm-up 1020 and 1040 (per device 510, 520); interquartile ranges
+      // [1000, 1050] and [1010, 1060] overlap: a tie
+      {"ddp_t64", "ddp", 64, {10, 1000, 1100, 950, 1050, 1020}, 3000},
+      {"fsdp2_t64", "fsdp2", 64, {10, 1010, 1080, 960, 1040, 1060}, 2000},
+      {"fsdp_t64", "fsdp", 64, {10, 500, 520, 510, 530, 505}, 1500},
+      // 1000 vs 500 per step, no spread: ddp is 100 % faster, fsdp2 25 % leaner
+      {"ddp_t128", "ddp", 128, {10, 1000, 1000, 1000, 1000, 1000}, 4000},
+      {"fsdp2_t128", "fsdp2", 128, {10, 500, 500, 500, 500, 500}, 3000}};
+  for (const auto& r : runs) {
+    Spec s;
+    s.path = dir + "/" + r.name + ".h5";
+    s.strategy = r.strategy;
+    s.seq_len = r.seq_len;
+    s.values[schema::kTokensPerS] = same(r.tokens);
+    s.values[schema::kStepTime] = same(std::vector<double>(6, 1.0));
+    s.values[schema::kPeakBytes] = same(std::vector<double>(6, r.peak));
+    add_common(s, 6);
+    write(MPI_COMM_WORLD, s);
+  }
+}
+
 // N small 1-rank files, 8 steps each, 4 strategies x seq lens x reruns.
 void write_many(const std::string& dir, int n) {
   int rank = 0, world = 1;
@@ -283,7 +317,8 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 2 ? argv[1] : "";
     if (mode == "known") write_known(argv[2]);
     else if (mode == "many" && argc > 3) write_many(argv[2], std::stoi(argv[3]));
-    else throw hlp::user_error("usage: write_fixtures known DIR | many DIR N");
+    else if (mode == "tie") write_tie(argv[2]);
+    else throw hlp::user_error("usage: write_fixtures known DIR | many DIR N | tie DIR");
   } catch (const std::exception& e) {
     std::cerr << "write_fixtures: " << e.what() << "\n";
     status = 1;

@@ -27,7 +27,7 @@ import sys
 
 # Markdown files that hlp-analyze writes into a report folder (analysis/report.cpp): a mention of
 # `report/index.md` names an output, not a document of the repository.
-GENERATED_NAMES = {"index.md", "table.md"}
+GENERATED_NAMES = {"index.md", "table.md", "headline.md"}
 
 # Folders (relative to the root, with a trailing slash) whose files are data, not prose.
 DATA_DIRS = ("datasets/", "tests/fuzz/corpus/", "tests/fuzz/regressions/")

@@ -32,5 +32,8 @@ else
 fi
 /usr/bin/python3 "$HLP_SOURCE_DIR/tests/e2e/check_results.py" "$work/out" "$work/out/results" "$work/out/report" \
   || fail "result files or report incomplete (kept in $work)"
+# the report answers the question: Findings first, winners and Pareto front as table.csv says
+/usr/bin/python3 "$HLP_SOURCE_DIR/tests/analysis/check_findings.py" --existing "$work/out/report" \
+  || fail "the report's Findings disagree with its table (kept in $work)"
 rm -rf "$work"
 say "ok ($mode)"
