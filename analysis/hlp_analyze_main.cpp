@@ -145,7 +145,7 @@ int cmd_report(int argc, char** argv) {
       "service units charged per GPU-hour (the site's rate): the cost section shows SUs")(
       "sweep", po::value<std::string>(&options.sweep_dir),
       "the sweep's output directory (hlp-sweep --out): list its configurations that left no "
-      "result file and those its planner left out (left-out.tsv)");
+      "result file and those its planner left out (pruned.txt)");
   auto vm = parse(argc, argv, d, c.inputs);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << d;

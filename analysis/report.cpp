@@ -48,14 +48,14 @@ void missing_results(const std::string& sweep_dir, const std::set<std::string>& 
                          "(see the sweep's logs/)"});
 }
 
-// left-out.tsv: "NAME<TAB>why" per configuration hlp-sweep's planner left out.
+// pruned.txt: "NAME: why" per configuration hlp-sweep's planner left out ('#' comments).
 void left_out(const std::string& sweep_dir, std::vector<NotMeasured>* out) {
-  std::ifstream f(fs::path(sweep_dir) / "left-out.tsv");
+  std::ifstream f(fs::path(sweep_dir) / "pruned.txt");
   std::string line;
   while (std::getline(f, line)) {
-    const auto tab = line.find('\t');
-    if (line.empty() || line[0] == '#' || tab == std::string::npos) continue;
-    out->push_back({line.substr(0, tab), "left out before submission: " + line.substr(tab + 1)});
+    const auto colon = line.find(": ");
+    if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
+    out->push_back({line.substr(0, colon), "left out before submission: " + line.substr(colon + 2)});
   }
 }
 

@@ -21,7 +21,7 @@ struct ReportOptions {
   // NaN: the cost section shows device-hours only.
   double su_per_gpu_hour = std::numeric_limits<double>::quiet_NaN();
   // A sweep's output directory (hlp-sweep --out): its configs/*.ini are the configurations that
-  // should have a result file, its left-out.tsv those the planner left out before submission.
+  // should have a result file, its pruned.txt those the planner left out before submission.
   std::string sweep_dir;
 };
 

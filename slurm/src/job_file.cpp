@@ -2,6 +2,8 @@
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/parsers.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -34,6 +36,8 @@ const std::vector<SettingInfo>& job_settings() {
       {"exclusive", "yes/no: sbatch --exclusive (default yes on local so timings do not share cores)"},
       {"node-cpus", "local: CPUs of the node; more ranks than this adds --overcommit (default 4)"},
       {"signal-before-end-s", "seconds before the time limit Slurm sends USR1 to checkpoint (default 120)"},
+      {"su-per-gpu-hour", "service units one GPU-hour costs (default: the site's rate for its GPU type, if it has one)"},
+      {"startup-s", "seconds a task spends outside its training steps, for the cost estimate (default: measured, slurm/README.md)"},
       {"train-options", "extra hlp-train option names this file may use (comma-separated)"},
   };
   return settings;
@@ -121,6 +125,17 @@ std::vector<std::string> JobFile::setting_list(const std::string& site, const st
     if (w != s->second.end()) all.insert(all.end(), w->second.begin(), w->second.end());
   }
   return all;
+}
+
+std::optional<double> number_setting(const JobFile& job, const std::string& site,
+                                     const std::string& key, const std::string& meaning) {
+  const std::string text = job.setting(site, key);
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(value) || value < 0)
+    throw user_error(job.path, ": '", key, " = ", text, "' must be a number >= 0 (", meaning, ")");
+  return value;
 }
 
 JobFile parse_job_file(std::istream& in, const std::string& path) {

@@ -12,6 +12,7 @@
 //   exclude = strategy=single & ranks!=1
 #include <istream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct Axis {
   std::string name;                 // hlp-train option or "ranks"
   std::vector<std::string> values;  // in file order
 };
+
+// The time limit of the array tasks when a job file gives none (sbatch --time).
+inline constexpr const char* kDefaultTimeLimit = "01:00:00";
 
 // The settings a job file may give in [job] or a site section, with their meaning.
 struct SettingInfo {
@@ -50,6 +54,11 @@ struct JobFile {
   // Every value of a repeatable setting (`setup`), [job] first then the site section.
   std::vector<std::string> setting_list(const std::string& site, const std::string& key) const;
 };
+
+// A setting holding a number >= 0 (`su-per-gpu-hour`, `startup-s`): nullopt when unset; throws
+// UserError naming the file, the setting and `meaning` when it is not such a number.
+std::optional<double> number_setting(const JobFile& job, const std::string& site,
+                                     const std::string& key, const std::string& meaning);
 
 JobFile read_job_file(const std::string& path);                         // throws UserError
 JobFile parse_job_file(std::istream& in, const std::string& path);      // throws UserError

@@ -168,7 +168,9 @@ int run_sweep_locally(const Sweep& sweep, const RenderedSweep& rendered, const L
   fs::remove(log);
   std::cout << "[analysis] hlp-analyze report " << rendered.results_dir << " -o " << rendered.report_dir << " ... "
             << std::flush;
-  int status = run_process({analyze, "report", rendered.results_dir, "-o", rendered.report_dir}, log.string(), nullptr);
+  int status = run_process({analyze, "report", rendered.results_dir, "-o", rendered.report_dir,
+                            "--sweep", rendered.sweep_dir},
+                           log.string(), nullptr);
   if (status != 0) {
     std::cout << "FAILED (exit " << status << "), log: " << log.string() << "\n";
     return failed + 1;

@@ -12,6 +12,7 @@
 
 #include "cli/program_options_error.h"
 #include "common/error.h"
+#include "cost.h"
 #include "launch.h"
 #include "plan_prune.h"
 #include "render.h"
@@ -31,13 +32,32 @@ std::string own_bin_dir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
+// hlp-plan's step times of the kept configurations, and why the others have none.
+StepTimes step_times(const PlanPrune& prune, const Sweep& sweep, bool cpu_ranks, bool no_plan,
+                     const std::string& gpu, bool have_plan_bin) {
+  StepTimes times;
+  times.step_s = prune.step_s;
+  for (const PrunedConfig& p : prune.unplanned) times.missing_why[p.name] = p.why;
+  for (const Config& c : sweep.configs)
+    if (c.value("device") != "cuda" && !gpu.empty())
+      times.missing_why[c.name] = "device is not cuda; hlp-plan plans GPU configurations only";
+  times.default_missing_why = cpu_ranks       ? "CPU ranks; hlp-plan plans GPU configurations only"
+                              : gpu.empty()    ? "no gpu-type to plan for"
+                              : no_plan        ? "--no-plan"
+                              : !have_plan_bin ? "no executable hlp-plan"
+                                               : "hlp-plan gave none";
+  return times;
+}
+
 int run(int argc, char** argv) {
   std::string job_path, site_text, out_dir, hlp_bin, template_dir, mpiexec, results_dir, report_dir;
   bool submit = false, run_local = false, list = false, no_plan = false;
   po::options_description options(
       "hlp-sweep JOBFILE --site local|psc-bridges2|generic [--out DIR] [--submit | --run-local]\n"
       "Expands an experiment file (jobs/README.md) into one Slurm job array per resource shape plus\n"
-      "an analysis job, written to DIR; --submit submits them, --run-local runs them here with mpiexec.\n"
+      "an analysis job, written to DIR, and prints their predicted GPU-hours and service units and the\n"
+      "worst case (slurm/README.md, \"Cost before submit\"); --submit submits them, --run-local runs\n"
+      "them here with mpiexec.\n"
       "Options");
   options.add_options()
       ("help,h", "print this help")
@@ -91,9 +111,10 @@ int run(int argc, char** argv) {
   render.report_dir = report_dir;
   PlanPrune prune;
   const std::string gpu = site_gpu_type(site_name(site), job);
+  const std::string plan_bin = (fs::path(render.hlp_bin) / "hlp-plan").string();
+  const bool have_plan_bin = access(plan_bin.c_str(), X_OK) == 0;
   if (!no_plan && !gpu.empty()) {
-    const std::string plan_bin = (fs::path(render.hlp_bin) / "hlp-plan").string();
-    if (access(plan_bin.c_str(), X_OK) != 0) {
+    if (!have_plan_bin) {
       std::cout << "no executable hlp-plan in " << render.hlp_bin << ": the configurations are not "
                 << "checked against a " << gpu << "'s memory (build hlp-plan, or pass --no-plan)\n";
     } else {
@@ -104,6 +125,9 @@ int run(int argc, char** argv) {
         std::cout << "  not planned " << p.name << " (kept): " << p.why << "\n";
     }
   }
+  const bool cpu_ranks = gpus_per_rank(site, job) == 0;
+  const StepTimes times = step_times(prune, sweep, cpu_ranks, no_plan, gpu, have_plan_bin);
+  const SweepCost cost = estimate_cost(site, job, sweep, times, gpu);  // errors before writing
   const RenderedSweep rendered = render_sweep(job, sweep, render);
   if (!prune.gpu.empty()) {
     std::ofstream pruned(fs::path(rendered.sweep_dir) / "pruned.txt");
@@ -124,6 +148,13 @@ int run(int argc, char** argv) {
               << sweep.shapes[i].config_indices.size() << " task(s) of " << sweep.shapes[i].ranks << " rank(s)\n";
   std::cout << "  " << std::left << std::setw(30) << rendered.analysis_script << " "
             << "hlp-analyze report, after all arrays succeed\n";
+  {
+    std::ofstream cost_file(fs::path(rendered.sweep_dir) / "cost.txt");
+    for (const std::string& line : cost_lines(cost)) {
+      std::cout << line << "\n";
+      cost_file << line << "\n";
+    }
+  }
 
   if (run_local) {
     LocalRunOptions local{render.hlp_bin, mpiexec};

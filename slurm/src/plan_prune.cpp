@@ -29,6 +29,15 @@ std::vector<std::string> split_csv(const std::string& line, size_t columns) {
   return out;
 }
 
+// NaN when `text` is not a number (hlp-plan's CSV field of a run it could not predict).
+double parse_double(const std::string& text) {
+  try {
+    return std::stod(text);
+  } catch (const std::exception&) {
+    return NAN;
+  }
+}
+
 std::string gib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
@@ -110,19 +119,19 @@ PlanPrune prune_by_plan(Sweep& sweep, const JobFile& job, const std::string& gpu
       throw user_error(job.path, ": configuration '", c.name, "' cannot run: ",
                        it->second["problem"], " (hlp-plan); exclude it or change the job file");
     auto& row = it->second;
-    double peak = NAN, reserve = NAN, limit = NAN;
-    try {
-      peak = std::stod(row["predicted_peak_bytes"]);
-      reserve = std::stod(row["reserve_bytes"]);
-      limit = std::stod(row["limit_bytes"]);
-    } catch (const std::exception&) {
-    }
+    const double peak = parse_double(row["predicted_peak_bytes"]);
+    const double reserve = parse_double(row["reserve_bytes"]);
+    const double limit = parse_double(row["limit_bytes"]);
     if (!std::isfinite(peak) || !std::isfinite(reserve) || !std::isfinite(limit)) {
       result.unplanned.push_back({c.name, "hlp-plan gave no finite prediction"});  // kept
       continue;
     }
     ++result.planned;
-    if (row["fits"] == "1") continue;
+    if (row["fits"] == "1") {
+      const double step_s = parse_double(row["step_s"]);
+      if (std::isfinite(step_s) && step_s > 0) result.step_s[c.name] = step_s;
+      continue;
+    }
     result.pruned.push_back({c.name, "predicted " + gib(peak) + " + " + gib(reserve) +
                                          " reserve per rank > " + gib(limit) + " of a " + gpu});
     drop[size_t(planned[k])] = true;

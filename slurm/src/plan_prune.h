@@ -3,6 +3,7 @@
 // configuration's peak memory per rank on the site's GPU type (hlp-plan --runs: the rendered
 // hlp-train configurations themselves, probed on this machine's CPU), and the configurations
 // predicted not to fit are dropped from the job arrays, each listed once with its prediction.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct PlanPrune {
   int planned = 0;                    // configurations hlp-plan predicted
   std::vector<PrunedConfig> pruned;   // left out of the arrays
   std::vector<PrunedConfig> unplanned;  // kept without a prediction (hlp-plan gave no row)
+  std::map<std::string, double> step_s;  // kept configurations: hlp-plan's predicted step time, by name
 };
 
 // The GPU type a site's configurations run on, for hlp-plan --gpu: psc-bridges2's gpu-type

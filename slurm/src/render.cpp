@@ -54,6 +54,14 @@ void remove_previous_render(const fs::path& dir) {
       if (entry.path().extension() == ".ini") fs::remove(entry.path());
 }
 
+// Options the analysis job adds to `hlp-analyze report`: the sweep's directory (its configs/
+// and pruned.txt: the report lists configurations without a result file and those left out)
+// and the site's charge rate, when it has one.
+std::string analysis_report_options(Site site, const JobFile& job, const std::string& sweep_dir) {
+  const std::optional<ChargeRate> rate = charge_rate(site, job);
+  return " --sweep " + shell_quote(sweep_dir) + (rate ? " --su-per-gpu-hour " + rate->text() : "");
+}
+
 }  // namespace
 
 std::string shell_quote(const std::string& word) {
@@ -109,6 +117,7 @@ RenderedSweep render_sweep(const JobFile& job, const Sweep& sweep, const RenderO
   // Site checks (e.g. whole nodes on Bridges-2) before anything is written.
   std::vector<std::vector<std::string>> headers;
   for (const Shape& shape : sweep.shapes) headers.push_back(array_header(options.site, job, shape.ranks));
+  const std::string report_options = analysis_report_options(options.site, job, rendered.sweep_dir);
   remove_previous_render(dir);
 
   const fs::path templates(options.template_dir);
@@ -151,7 +160,7 @@ RenderedSweep render_sweep(const JobFile& job, const Sweep& sweep, const RenderO
     values["task_count"] = std::to_string(shape.config_indices.size());
     values["last_task"] = std::to_string(shape.config_indices.size() - 1);
     values["site_header"] = join_lines(headers[s]);
-    values["time"] = job.setting(site, "time", "01:00:00");
+    values["time"] = job.setting(site, "time", kDefaultTimeLimit);
     values["signal_before_end_s"] = job.setting(site, "signal-before-end-s", "120");
     values["launcher"] = launcher_line(options.site, job);
     values["task_cases"] = cases;
@@ -164,6 +173,7 @@ RenderedSweep render_sweep(const JobFile& job, const Sweep& sweep, const RenderO
   std::map<std::string, std::string> values = common;
   values["site_header"] = join_lines(analysis_header(options.site, job));
   values["time"] = job.setting(site, "analysis-time", "00:30:00");
+  values["report_options"] = report_options;
   rendered.analysis_script = sweep.name + "-analyze.sbatch";
   write_text(dir / rendered.analysis_script, fill_template(analysis_template, values, "analyze.sbatch"), true);
 

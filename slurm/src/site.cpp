@@ -1,5 +1,7 @@
 #include "site.h"
 
+#include <cstdio>
+
 #include "common/error.h"
 
 namespace hlp::sweep {
@@ -33,6 +35,25 @@ void common_lines(const JobFile& job, const std::string& site, std::vector<std::
   if (!mem.empty()) lines.push_back("#SBATCH --mem=" + mem);
 }
 
+// psc-bridges2's --gpus type (job setting gpu-type).
+std::string bridges2_gpu_type(const JobFile& job) {
+  return job.setting("psc-bridges2", "gpu-type", "v100-32");
+}
+
+// Service units one GPU-hour costs on Bridges-2, by --gpus type: V100 nodes (v100-32, v100-16)
+// 1, H100 nodes (h100-80) 2. Source: PSC's Bridges-2 User Guide,
+// https://www.psc.edu/resources/bridges-2/user-guide/ , which the development machines cannot
+// read; the numbers are its transcription in
+// https://github.com/JakoError/claude-research-skills/blob/28ded79f69c6187d4abe3b6ca6818ae84896036a/skills/psc-bridges2/SKILL.md
+// ("GPU V100 / L40S: 1 GPU-hour = 1 SU (8 SUs/node-hour)", "GPU H100: 1 GPU-hour = 2 SUs
+// (16 SUs/node-hour)"). slurm/README.md ("Cost before submit") says more; a job file's
+// su-per-gpu-hour overrides them.
+std::optional<double> bridges2_su_per_gpu_hour(const std::string& gpu_type) {
+  if (gpu_type == "v100-32" || gpu_type == "v100-16") return 1.0;
+  if (gpu_type == "h100-80") return 2.0;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Site parse_site(const std::string& name) {
@@ -59,7 +80,7 @@ std::vector<std::string> array_header(Site site, const JobFile& job, int ranks) 
     case Site::psc_bridges2: {
       // Bridges-2 GPU nodes have 8 GPUs; GPU-shared hands out part of a node, GPU whole nodes.
       const int per_node = positive_setting(job, s, "gpus-per-node", 8);
-      const std::string gpu_type = job.setting(s, "gpu-type", "v100-32");
+      const std::string gpu_type = bridges2_gpu_type(job);
       if (gpu_type != "v100-32" && gpu_type != "h100-80" && gpu_type != "v100-16")
         throw user_error(job.path, ": 'gpu-type = ", gpu_type, "' is not a Bridges-2 GPU type (v100-32, h100-80)");
       if (per_node < 1) throw user_error(job.path, ": gpus-per-node must be at least 1");
@@ -113,6 +134,34 @@ std::string launcher_line(Site site, const JobFile& job) {
   if (launcher == "srun") return "srun --mpi=pmi2";
   if (launcher == "mpiexec") return "mpiexec -n \"$SLURM_NTASKS\"";
   throw user_error(job.path, ": 'launcher = ", launcher, "' must be srun or mpiexec");
+}
+
+int gpus_per_rank(Site site, const JobFile& job) {
+  switch (site) {
+    case Site::psc_bridges2: return 1;
+    case Site::generic: return positive_setting(job, site_name(site), "gpus-per-task", 1);
+    case Site::local: return 0;
+  }
+  return 0;
+}
+
+std::string ChargeRate::text() const {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.10g", su_per_gpu_hour);
+  return text;
+}
+
+std::optional<ChargeRate> charge_rate(Site site, const JobFile& job) {
+  if (gpus_per_rank(site, job) == 0) return std::nullopt;  // CPU ranks: rank-hours, no SUs
+  const std::string s = site_name(site);
+  if (auto set = number_setting(job, s, "su-per-gpu-hour", "service units one GPU-hour costs"))
+    return ChargeRate{*set, "job file su-per-gpu-hour"};
+  if (site != Site::psc_bridges2) return std::nullopt;
+  // every type array_header accepts has a rate; it rejects the others with their own message
+  const std::string gpu_type = bridges2_gpu_type(job);
+  if (auto rate = bridges2_su_per_gpu_hour(gpu_type))
+    return ChargeRate{*rate, "PSC Bridges-2 User Guide's rate for " + gpu_type + " as transcribed, check it"};
+  return std::nullopt;
 }
 
 }  // namespace hlp::sweep

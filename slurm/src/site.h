@@ -4,6 +4,7 @@
 //   psc-bridges2 PSC Bridges-2: GPU-shared below a full node, GPU for whole 8-GPU nodes,
 //                --gpus=v100-32:N or h100-80:N
 //   generic      any Slurm: --ntasks and --gpus-per-task
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,21 @@ std::vector<std::string> array_header(Site site, const JobFile& job, int ranks);
 std::vector<std::string> analysis_header(Site site, const JobFile& job);
 // "srun --mpi=pmi2" or "mpiexec -n \"$SLURM_NTASKS\"" (job setting `launcher`).
 std::string launcher_line(Site site, const JobFile& job);
+
+// GPUs each rank of an array task holds: psc-bridges2 1 (--gpus=TYPE:ranks), generic its
+// gpus-per-task (default 1), local 0 (CPU ranks).
+int gpus_per_rank(Site site, const JobFile& job);
+
+// What a GPU-hour costs in service units, and where that number comes from.
+struct ChargeRate {
+  double su_per_gpu_hour = 0;
+  std::string source;  // "job file su-per-gpu-hour" or the site's published rate for its GPU type
+  std::string text() const;  // the rate as a command-line value: "2", "0.75"
+};
+// The job file's `su-per-gpu-hour` when set (any GPU site), else the site's own rate for its GPU
+// type (psc-bridges2: v100-32, v100-16, h100-80); nullopt where there is none, and always for
+// CPU ranks (local, generic with gpus-per-task = 0). Throws UserError for a value that is not a
+// number >= 0.
+std::optional<ChargeRate> charge_rate(Site site, const JobFile& job);
 
 }  // namespace hlp::sweep

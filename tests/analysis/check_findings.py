@@ -192,8 +192,9 @@ def main():
         os.makedirs(os.path.join(sweep, "configs"))
         for name in ("ddp_t64", "fsdp_t64", "pp_t64"):
             open(os.path.join(sweep, "configs", name + ".ini"), "w").write("strategy = x\n")
-        open(os.path.join(sweep, "left-out.tsv"), "w").write(
-            "# configuration\twhy\ntp-n8-t64\tpredicted 91.3 GiB + 4.6 GiB reserve > 80.0 GiB of a h100-80\n")
+        open(os.path.join(sweep, "pruned.txt"), "w").write(
+            "# configurations hlp-plan predicted not to fit on a h100-80\n"
+            "tp-n8-t64: predicted 91.3 GiB + 4.6 GiB reserve > 80.0 GiB of a h100-80\n")
         extra = ["--sweep", sweep]
     p = run_report(args.analyze, args.input, args.outdir, extra)
     index = check_report(args.outdir)

@@ -1,9 +1,11 @@
-// hlp-sweep's pure parts: exclude rules, job-file parsing, expansion and naming, templates.
+// hlp-sweep's pure parts: exclude rules, job-file parsing, expansion and naming, templates, cost.
 #include "catch_compat.h"
+#include <cmath>
 #include <map>
 #include <sstream>
 
 #include "common/error.h"
+#include "cost.h"
 #include "exclude_rule.h"
 #include "job_file.h"
 #include "render.h"
@@ -139,4 +141,71 @@ TEST_CASE("templates: every placeholder filled, unknown ones are errors", "[slur
                     Catch::Contains("t.sbatch: unknown placeholder {{nope}}"));
   CHECK(shell_quote("/a/b-c_1.h5") == "/a/b-c_1.h5");
   CHECK(shell_quote("/a b/it's") == "'/a b/it'\\''s'");
+}
+
+TEST_CASE("cost: Slurm time limits in every sbatch --time form", "[slurm]") {
+  CHECK(slurm_time_limit_s("90", "t") == 90 * 60);
+  CHECK(slurm_time_limit_s("05:30", "t") == 5 * 60 + 30);
+  CHECK(slurm_time_limit_s("01:00:00", "t") == 3600);
+  CHECK(slurm_time_limit_s("2-12", "t") == (2 * 24 + 12) * 3600);
+  CHECK(slurm_time_limit_s("1-00:30", "t") == 24 * 3600 + 30 * 60);
+  CHECK(slurm_time_limit_s("1-02:03:04", "t") == ((24 + 2) * 60 + 3) * 60 + 4);
+  CHECK(std::isinf(slurm_time_limit_s("UNLIMITED", "t")));
+  CHECK(std::isinf(slurm_time_limit_s("0", "t")));  // sbatch: 0 = no limit
+  for (const char* bad : {"1h", "", "1:2:3:4", "-5", "1-", "a-01:00"})
+    CHECK_THROWS_WITH(slurm_time_limit_s(bad, "x.ini"), Catch::Contains("is not a Slurm time limit"));
+}
+
+TEST_CASE("cost: rates by site and GPU type, a job file's rate wins, CPU ranks have none", "[slurm]") {
+  auto rate = [](Site site, const std::string& text) { return charge_rate(site, parse(text)); };
+  const std::string body = "[fixed]\nmodel = tiny\n[sweep]\nstrategy = ddp\nranks = 2\n";
+  // the rates slurm/README.md cites: V100 1, H100 2 SUs per GPU-hour
+  CHECK(rate(Site::psc_bridges2, body)->su_per_gpu_hour == 1);  // default gpu-type v100-32
+  CHECK(rate(Site::psc_bridges2, "[psc-bridges2]\ngpu-type = v100-16\n" + body)->su_per_gpu_hour == 1);
+  CHECK(rate(Site::psc_bridges2, "[psc-bridges2]\ngpu-type = h100-80\n" + body)->su_per_gpu_hour == 2);
+  const auto set = rate(Site::psc_bridges2, "[psc-bridges2]\ngpu-type = h100-80\nsu-per-gpu-hour = 1.5\n" + body);
+  CHECK(set->su_per_gpu_hour == 1.5);
+  CHECK(set->source == "job file su-per-gpu-hour");
+  CHECK(set->text() == "1.5");
+  CHECK_FALSE(rate(Site::generic, body));                          // no rate: marked, not invented
+  CHECK(rate(Site::generic, "[job]\nsu-per-gpu-hour = 3\n" + body)->su_per_gpu_hour == 3);
+  CHECK_FALSE(rate(Site::generic, "[generic]\ngpus-per-task = 0\nsu-per-gpu-hour = 3\n" + body));
+  CHECK_FALSE(rate(Site::local, "[job]\nsu-per-gpu-hour = 3\n" + body));  // CPU ranks
+  CHECK_THROWS_WITH(rate(Site::generic, "[generic]\nsu-per-gpu-hour = -1\n" + body),
+                    Catch::Contains("'su-per-gpu-hour = -1' must be a number >= 0"));
+}
+
+TEST_CASE("cost: steps x step time + start-up per GPU, totals, worst case, not costed listed", "[slurm]") {
+  JobFile job = parse(
+      "name = c\n[job]\ntime = 00:30:00\nstartup-s = 60\n[psc-bridges2]\ngpu-type = h100-80\n"
+      "[fixed]\nmodel = tiny\nsteps = 100\n[sweep]\nstrategy = ddp\nranks = 2, 4\nseq-len = 128, 256\n");
+  Sweep sweep = expand_sweep(job);
+  StepTimes times;
+  times.step_s = {{"ddp-n2-t128", 1.5}, {"ddp-n4-t128", 20.0}};
+  times.missing_why = {{"ddp-n2-t256", "hlp-plan gave no row"}};
+  times.default_missing_why = "--no-plan";
+  const SweepCost cost = estimate_cost(Site::psc_bridges2, job, sweep, times, "h100-80");
+  REQUIRE(cost.costed.size() == 2);
+  CHECK(cost.costed[0].devices == 2);
+  CHECK(cost.costed[0].hours == Approx(2 * (100 * 1.5 + 60) / 3600.0));
+  CHECK_FALSE(cost.costed[0].over_time_limit);
+  CHECK(cost.costed[1].hours == Approx(4 * (100 * 20.0 + 60) / 3600.0));
+  CHECK(cost.costed[1].over_time_limit);  // 2060 s > 30 min
+  CHECK(cost.predicted_hours == Approx(cost.costed[0].hours + cost.costed[1].hours));
+  REQUIRE(cost.not_costed.size() == 2);
+  CHECK(cost.not_costed[0].first == "hlp-plan gave no row");
+  CHECK(cost.not_costed[1].second == std::vector<std::string>{"ddp-n4-t256"});
+  REQUIRE(cost.arrays.size() == 2);
+  CHECK(cost.arrays[1].script == "c-n4.sbatch");
+  CHECK(cost.worst_hours == Approx(2 * 2 * 0.5 + 2 * 4 * 0.5));
+  const std::vector<std::string> lines = cost_lines(cost);
+  CHECK(lines[0] == "cost of sweep 'c' on h100-80 GPUs at 2 SU/GPU-hour (PSC Bridges-2 User Guide's rate for h100-80 as transcribed, check it; slurm/README.md)");
+  CHECK(lines[2] == "  cost ddp-n2-t128: 2 GPU(s) x (100 steps x 1.5 s + 60 s) = 0.1167 GPU-hours = 0.2333 SUs");
+  CHECK(lines.back() == "  worst case: 6.0000 GPU-hours = 12.0000 SUs (every task runs to its time limit)");
+  // local: rank-hours, no SUs anywhere
+  const SweepCost local = estimate_cost(Site::local, job, sweep, times, "");
+  CHECK_FALSE(local.gpu);
+  const std::vector<std::string> local_lines = cost_lines(local);
+  CHECK(local_lines[0] == "cost of sweep 'c' in rank-hours (CPU ranks: no SUs)");
+  for (size_t i = 1; i < local_lines.size(); ++i) CHECK(local_lines[i].find("SU") == std::string::npos);
 }
