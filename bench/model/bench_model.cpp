@@ -1,4 +1,4 @@
-// hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory]
+// hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory|loss]
 // Issue 18's measurements of the fused CPU kernels (src/model/kernels/) against the op-by-op
 // reference, every comparison interleaved (reference, fused, reference, fused, ...) so that both
 // see the same drift of a shared machine's load; ratios are of the medians.
@@ -10,7 +10,11 @@
 //    share in matrix products and the step's distance from the GEMM limit (executed FLOPs at a
 //    sgemm rate measured in the same run).
 // 5. memory: activation bytes per token of `small` at T = 2048 (LoRA r8 q,k,v,o): what the
-//    autograd graph holds after forward, and the peak of forward + backward.
+//    autograd graph holds after forward, and the peak of forward + backward, for the reference,
+//    lean and fused kernels; then per layer kind (one block of each kind of small's pattern)
+//    the bytes held per token next to the bytes of the block's input.
+// 6. loss: the LM head + cross entropy at the real vocabulary (151,936 ids), T = 4,096:
+//    `--loss-impl full` against `chunked`, peak bytes of forward + backward and time.
 // Times in milliseconds.
 #include <torch/torch.h>
 
@@ -26,7 +30,9 @@
 #include "model/accounting.h"
 #include "model/gdn_core.h"
 #include "model/hybrid_lm.h"
+#include "model/chunked_loss.h"
 #include "model/kernels/fused_ops.h"
+#include "model/kernels/lean_ops.h"
 #include "model/lora.h"
 #include "op_profile.h"
 
@@ -92,6 +98,11 @@ void bench_gdn_core(const std::vector<int64_t>& lengths, int repeats) {
          [&] { return fused::gated_delta_rule_chunked(q, k, v, beta, g, {}, C, fused::GdnStates::save); }},
         {"fused, recomputed", [&] {
            return fused::gated_delta_rule_chunked(q, k, v, beta, g, {}, C, fused::GdnStates::recompute);
+         }},
+        {"lean, saved states",
+         [&] { return lean::gated_delta_rule_chunked(q, k, v, beta, g, {}, C, lean::GdnStates::save); }},
+        {"lean, recomputed", [&] {
+           return lean::gated_delta_rule_chunked(q, k, v, beta, g, {}, C, lean::GdnStates::recompute);
          }}};
     std::vector<std::function<void()>> fns;
     std::vector<double> graph_mib;
@@ -143,11 +154,11 @@ std::unique_ptr<StepSetup> make_step(const ModelConfig& config, const LoraConfig
 
 void bench_small_step(int64_t B, int64_t T, int repeats) {
   std::printf("\n## small preset training step (forward + backward + AdamW), B=%lld T=%lld, float32,"
-              " reference and fused kernels interleaved; GFLOP/s = executed FLOPs (accounting.h) /"
-              " median time\n",
+              " reference, lean and fused kernels interleaved; GFLOP/s = executed FLOPs (accounting.h) /"
+              " median time; x = reference time / this time (wall, CPU)\n",
               (long long)B, (long long)T);
   std::printf("%-34s %-9s %10s %9s %9s %9s %10s %9s %8s %8s\n", "mode", "kernels", "trainable",
-              "min_ms", "med_ms", "cpu_ms", "tokens/s", "GFLOP/s", "fused_x", "cpu_x");
+              "min_ms", "med_ms", "cpu_ms", "tokens/s", "GFLOP/s", "ref/this", "cpu");
   const auto config = preset("small");
   struct Mode {
     std::string name;
@@ -160,17 +171,20 @@ void bench_small_step(int64_t B, int64_t T, int repeats) {
       {"LoRA r8 all-linear", make_lora_config(8, 16, 0.0, "all-linear"), false},
       {"LoRA r8 q,k,v,o + checkpointing", kLoraQkvo, true},
   };
+  const Kernels kinds[] = {Kernels::reference, Kernels::lean, Kernels::fused};
   for (const auto& mode : modes) {
-    auto ref = make_step(config, mode.lora, mode.checkpointing, Kernels::reference, B, T);
-    auto fus = make_step(config, mode.lora, mode.checkpointing, Kernels::fused, B, T);
-    const auto t = time_interleaved({[&] { ref->step(); }, [&] { fus->step(); }}, repeats);
+    std::vector<std::unique_ptr<StepSetup>> setups;
+    std::vector<std::function<void()>> fns;
+    for (auto k : kinds) setups.push_back(make_step(config, mode.lora, mode.checkpointing, k, B, T));
+    for (auto& setup : setups) fns.push_back([s = setup.get()] { s->step(); });
+    const auto t = time_interleaved(fns, repeats);
     auto cfg = config;
     cfg.activation_checkpointing = mode.checkpointing;
     const auto flops = training_flops_per_token(cfg, mode.lora, T);
-    for (int i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < setups.size(); ++i) {
       const double tokens_per_s = double(B * T) / (t[i].median_ms / 1e3);
       std::printf("%-34s %-9s %10lld %9.1f %9.1f %9.1f %10.0f %9.2f %7.2fx %7.2fx\n",
-                  mode.name.c_str(), i == 0 ? "reference" : "fused",
+                  mode.name.c_str(), to_string(kinds[i]).c_str(),
                   (long long)count_parameters(config, mode.lora).trainable, t[i].min_ms,
                   t[i].median_ms, t[i].cpu_median_ms, tokens_per_s,
                   flops.executed_per_token * tokens_per_s / 1e9, t[0].median_ms / t[i].median_ms,
@@ -225,27 +239,104 @@ void bench_profile(int64_t B, int64_t T, int top) {
   }
 }
 
+void bench_memory_per_kind(int64_t T);
+
+// Bytes the autograd graph of `run` holds once it returned (the allocator's count before and
+// after), and the peak of run + backward of its (summed) output above the state before.
+struct Held {
+  int64_t held = 0, peak = 0;
+};
+Held held_by(const std::function<torch::Tensor()>& run) {
+  const int64_t before = CpuAllocatorCounter::current_bytes();
+  CpuAllocatorCounter::reset_peak();
+  auto out = run();
+  Held h;
+  h.held = CpuAllocatorCounter::current_bytes() - before;
+  out.sum().backward();
+  h.peak = CpuAllocatorCounter::peak_bytes() - before;
+  return h;
+}
+
 void bench_memory(int64_t T) {
   std::printf("\n## activation bytes per token, small, B=1 T=%lld, LoRA r8 q,k,v,o, float32:"
               " held = what the autograd graph (and logits) hold after forward; peak = allocator"
-              " peak of forward + backward above the state before it\n", (long long)T);
+              " peak of forward + backward above the state before\n", (long long)T);
   std::printf("%-10s %14s %14s %14s %14s\n", "kernels", "held_MiB", "held_B/token", "peak_MiB",
               "peak_B/token");
   double held_ref = 0;
-  for (auto kernels : {Kernels::reference, Kernels::fused}) {
+  for (auto kernels : {Kernels::reference, Kernels::lean, Kernels::fused}) {
     auto s = make_step(preset("small"), kLoraQkvo, false, kernels, 1, T);
     s->step();  // warm-up: optimizer state exists
     s->optimizer->zero_grad();
-    const int64_t before = CpuAllocatorCounter::current_bytes();
-    CpuAllocatorCounter::reset_peak();
-    auto loss = hlp::model::cross_entropy_loss(s->model->forward(s->inputs), s->targets);
-    const int64_t held = CpuAllocatorCounter::current_bytes() - before;
-    loss.backward();
-    const int64_t peak = CpuAllocatorCounter::peak_bytes() - before;
-    if (kernels == Kernels::reference) held_ref = double(held);
+    const auto h = held_by([&] {
+      return hlp::model::cross_entropy_loss(s->model->forward(s->inputs), s->targets);
+    });
+    if (kernels == Kernels::reference) held_ref = double(h.held);
     std::printf("%-10s %14.1f %14.0f %14.1f %14.0f   held vs reference %.2fx\n",
-                to_string(kernels).c_str(), double(held) / (1 << 20), double(held) / double(T),
-                double(peak) / (1 << 20), double(peak) / double(T), double(held) / held_ref);
+                to_string(kernels).c_str(), double(h.held) / (1 << 20), double(h.held) / double(T),
+                double(h.peak) / (1 << 20), double(h.peak) / double(T), double(h.held) / held_ref);
+  }
+  bench_memory_per_kind(T);
+}
+
+// One block of each layer kind of small's pattern (a pipeline stage of one layer, LoRA r8 on
+// q,k,v,o), x [1, T, D] requiring grad: bytes held after its forward per token, next to the
+// bytes of its input x (what "keep only the inputs" would hold).
+void bench_memory_per_kind(int64_t T) {
+  const auto config = preset("small");
+  std::printf("\n## per layer kind (one block: mixer + MLP), T=%lld, float32: held bytes per token"
+              " after forward, and held / input bytes (input x = %lld B/token)\n",
+              (long long)T, (long long)(config.hidden * 4));
+  std::printf("%-6s %-10s %14s %10s\n", "kind", "kernels", "held_B/token", "held/input");
+  std::string seen;
+  for (int64_t layer = 0; layer < config.num_layers(); ++layer) {
+    const char kind = config.pattern[size_t(layer)];
+    if (seen.find(kind) != std::string::npos) continue;
+    seen += kind;
+    for (auto kernels : {Kernels::reference, Kernels::lean, Kernels::fused}) {
+      auto c = config;
+      c.kernels = kernels;
+      HybridLM part(c, 1, layer, layer + 1, /*has_embedding=*/false, /*has_head=*/false);
+      apply_lora(part, kLoraQkvo);
+      torch::manual_seed(0);
+      auto x = torch::randn({1, T, config.hidden}).requires_grad_(true);
+      const auto h = held_by([&] { return part->forward_blocks(x); });
+      const double per_token = double(h.held) / double(T);
+      std::printf("%-6c %-10s %14.0f %9.2fx\n", kind, to_string(kernels).c_str(), per_token,
+                  per_token / double(config.hidden * 4));
+    }
+  }
+}
+
+// The LM head + mean cross entropy at jet-nemotron-2b's vocabulary, T = 4096, a frozen fp32
+// head matrix [V, D] with D = 256 (the logits' size does not depend on D; a small D keeps the
+// run short): peak bytes of forward + backward above the state before, and time, full logits
+// against chunks.
+void bench_loss(int repeats) {
+  const int64_t V = 151936, T = 4096, D = 256;
+  std::printf("\n## loss: LM head + cross entropy, V=%lld T=%lld D=%lld float32, frozen head,"
+              " hidden states requiring grad; chunked: %lld rows per chunk\n",
+              (long long)V, (long long)T, (long long)D, (long long)loss_chunk_rows(V));
+  torch::manual_seed(0);
+  auto w = torch::randn({V, D}) * 0.02;
+  auto h = torch::randn({T, D}).requires_grad_(true);
+  auto targets = torch::randint(V, {T}, torch::kLong);
+  const std::function<torch::Tensor()> full = [&] {
+    return hlp::model::cross_entropy_loss(torch::matmul(h, w.t()), targets);
+  };
+  const std::function<torch::Tensor()> chunked = [&] { return chunked_linear_cross_entropy(h, w, targets); };
+  std::printf("%-8s %12s %12s %10s %10s\n", "loss", "held_MiB", "peak_MiB", "med_ms", "cpu_ms");
+  const auto t = time_interleaved({[&] { full().backward(); }, [&] { chunked().backward(); }}, repeats);
+  double full_peak = 0;
+  int i = 0;
+  for (const auto* fn : {&full, &chunked}) {
+    h.mutable_grad() = torch::Tensor();
+    const auto m = held_by(*fn);
+    if (i == 0) full_peak = double(m.peak);
+    std::printf("%-8s %12.1f %12.1f %10.0f %10.0f   peak vs full %.3f\n", i == 0 ? "full" : "chunked",
+                double(m.held) / (1 << 20), double(m.peak) / (1 << 20), t[size_t(i)].median_ms,
+                t[size_t(i)].cpu_median_ms, double(m.peak) / full_peak);
+    ++i;
   }
 }
 
@@ -276,7 +367,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory]\n");
+      std::fprintf(stderr, "usage: hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory|loss]\n");
       return 2;
     }
   }
@@ -290,6 +381,7 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "step") bench_small_step(quick ? 2 : 4, quick ? 128 : 256, quick ? 2 : 5);
   if (only.empty() || only == "profile") bench_profile(quick ? 2 : 4, quick ? 128 : 256, quick ? 12 : 25);
   if (only.empty() || only == "memory") bench_memory(quick ? 512 : 2048);
+  if (only.empty() || only == "loss") bench_loss(quick ? 1 : 3);
   std::fflush(stdout);
   return 0;
 }

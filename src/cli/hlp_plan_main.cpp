@@ -74,7 +74,9 @@ const char* kUsage =
     "machine's CPU at short lengths and extrapolated (src/train/plan.h says what is modelled).\n";
 
 // The model and LoRA of a configuration as hlp-train resolves them; the probe runs on the CPU.
-hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
+// gpu: the target device type ("cpu" for CPU ranks): `--kernels auto` resolves to what
+// hlp-train would run there (lean on a GPU, fused on the CPU).
+hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c, const std::string& gpu) {
   using namespace hlp;
   train::PlanInputs in;
   in.train = c;
@@ -85,6 +87,8 @@ hlp::train::PlanInputs inputs_for(const hlp::train::TrainConfig& c) {
       std::fprintf(stderr, "hlp-plan: warning: %s\n", run_model.vocab_warning.c_str());
   }
   in.model = run_model.model;
+  in.model.kernels = model::resolve_kernels(c.kernels, /*cuda=*/gpu != "cpu");
+  in.train.kernels = in.model.kernels;
   in.lora = run_model.lora;
   // auto / sdpa resolve to the blocked kernel on the CPU (linear memory, as sdpa's flash /
   // memory-efficient kernels on a GPU)
@@ -147,7 +151,7 @@ int calibrate_from(const std::string& dir, const std::string& gpu_override) {
       devices[device_key] = train::plan_device(gpu, c.precision, world, peak, peak_source);
     train::CalibrationRun run;
     run.path = path;
-    run.inputs = inputs_for(c);
+    run.inputs = inputs_for(c, gpu);
     run.inputs.device = devices.at(device_key);
     run.shape = train::run_shape(run.inputs, world);
     run.label = run.shape.candidate.name() + " T " + std::to_string(c.seq_len) +
@@ -241,7 +245,7 @@ int plan_runs(const std::string& list_path, const std::string& gpu) {
     if (path.empty())
       throw user_error("--runs ", list_path, " line ", index + 1, ": no configuration file after the ranks");
     const train::TrainConfig c = config_file(path);
-    train::PlanInputs in = inputs_for(c);
+    train::PlanInputs in = inputs_for(c, gpu);
     in.device = device_for(gpu, c, int(world));
     in.probe_fingerprint = probe_fingerprint(c);
     std::vector<train::PlanRow> rows;
@@ -341,7 +345,7 @@ int main(int argc, char** argv) {
     const train::TrainConfig& c = parsed.config;
 
     metrics::CpuAllocatorCounter::install();  // the probe measures with it
-    train::PlanInputs in = inputs_for(c);
+    train::PlanInputs in = inputs_for(c, gpu);
     for (size_t i = 0; i < ranks.size(); ++i) {
       in.device = device_for(gpu, c, ranks[i]);
       const auto candidates = train::plan_candidates(ranks[i], in.model, c, wanted);

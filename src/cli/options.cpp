@@ -103,6 +103,8 @@ model::GdnMode parse_gdn_mode(const std::string& t) { return model::parse_gdn_mo
 const char* print_gdn_mode(model::GdnMode m) { return enum_name(m, model::kGdnModeNames); }
 model::Kernels parse_kernels(const std::string& t) { return model::parse_kernels(t); }
 const char* print_kernels(model::Kernels k) { return enum_name(k, model::kKernelsNames); }
+model::LossImpl parse_loss_impl(const std::string& t) { return model::parse_loss_impl(t); }
+const char* print_loss_impl(model::LossImpl l) { return enum_name(l, model::kLossImplNames); }
 model::AttnImpl parse_attn_impl(const std::string& t) { return model::parse_attn_impl(t); }
 const char* print_attn_impl(model::AttnImpl a) { return enum_name(a, model::kAttnImplNames); }
 parallel::StrategyKind parse_strategy(const std::string& t) { return parallel::parse_strategy(t); }
@@ -197,8 +199,14 @@ void describe(OptionTable& t, Descriptions& d) {
         "start from pretrained weights: a model directory, a .safetensors file or a "
         "model.safetensors.index.json (Hugging Face names); each rank reads only what it holds");
   t.add_choice(model, "kernels", &C::kernels, parse_kernels, print_kernels,
-        "fused (default: fused CPU kernels for RMSNorm, SwiGLU and the G layers; CUDA and bf16 "
-        "keep the reference) | reference (the op-by-op modules)");
+        "auto (default: fused on the CPU, lean on CUDA; recorded resolved) | fused (fused CPU "
+        "kernels for RMSNorm, SwiGLU and the G layers; float32 / float64 without autocast, "
+        "elsewhere the reference runs) | lean (memory-lean ATen operations that keep their "
+        "inputs and recompute the rest in backward; CPU and CUDA, any precision) | reference "
+        "(the op-by-op modules)");
+  t.add_choice(model, "loss-impl", &C::loss_impl, parse_loss_impl, print_loss_impl,
+        "chunked (default: the LM head and cross entropy over token chunks, never holding the "
+        "[T, V] logits or their gradient) | full (the whole logits tensor, the reference)");
   t.add_choice(model, "attn-impl", &C::attn_impl, parse_attn_impl, print_attn_impl,
         "attention kernel of the A and S layers: auto (sdpa on CUDA with LibTorch >= 2, else "
         "blocked) | naive (materialises T x T, the reference) | blocked (flash-style tiles, "

@@ -21,6 +21,11 @@ Kernels parse_kernels(const std::string& text) {
 }
 std::string to_string(Kernels kernels) { return enum_name(kernels, kKernelsNames); }
 
+LossImpl parse_loss_impl(const std::string& text) {
+  return parse_enum("loss-impl", text, kLossImplNames);
+}
+std::string to_string(LossImpl impl) { return enum_name(impl, kLossImplNames); }
+
 AttnImpl parse_attn_impl(const std::string& text) {
   return parse_enum("attn-impl", text, kAttnImplNames);
 }

@@ -32,15 +32,32 @@ inline constexpr EnumName<GdnMode> kGdnModeNames[] = {{GdnMode::chunked, "chunke
 GdnMode parse_gdn_mode(const std::string& text);  // "chunked" | "recurrent", else UserError
 std::string to_string(GdnMode mode);
 
-// Which implementation runs RMSNorm, SwiGLU, the G layers' gates, dynamic convolution and
-// chunked core (same math): the fused CPU kernels of src/model/kernels/ or the op-by-op
-// reference modules. CUDA tensors and bf16 compute always take the reference.
-enum class Kernels { reference, fused };
-inline constexpr EnumName<Kernels> kKernelsNames[] = {{Kernels::fused, "fused"},
+// Which implementation runs RMSNorm, SwiGLU, the G layers' gates, convolutions and chunked
+// core (same math): the op-by-op reference modules; `lean`, memory-lean autograd operations
+// in ATen ops that keep their inputs and recompute the rest (kernels/lean_ops.h; CPU and
+// CUDA); `fused`, the fused CPU kernels of src/model/kernels/ (float32 / float64 on the CPU
+// without autocast; elsewhere the reference runs). `auto` is fused on the CPU and lean on CUDA.
+enum class Kernels { reference, lean, fused, automatic };
+inline constexpr EnumName<Kernels> kKernelsNames[] = {{Kernels::automatic, "auto"},
+                                                      {Kernels::fused, "fused"},
+                                                      {Kernels::lean, "lean"},
                                                       {Kernels::reference, "reference"}};
 
-Kernels parse_kernels(const std::string& text);  // "reference" | "fused", else UserError
+Kernels parse_kernels(const std::string& text);  // auto | fused | lean | reference, else UserError
 std::string to_string(Kernels kernels);
+// `auto` resolved for tensors on a CUDA device or not; the others unchanged.
+inline Kernels resolve_kernels(Kernels k, bool cuda) {
+  return k != Kernels::automatic ? k : cuda ? Kernels::lean : Kernels::fused;
+}
+
+// How the loss is computed from the last hidden states: `full` materialises the [T, V] logits
+// (and their gradient); `chunked` runs the head's matmul and the cross entropy over token
+// chunks inside one autograd operation and never holds more than one chunk's logits.
+enum class LossImpl { full, chunked };
+inline constexpr EnumName<LossImpl> kLossImplNames[] = {{LossImpl::chunked, "chunked"},
+                                                        {LossImpl::full, "full"}};
+LossImpl parse_loss_impl(const std::string& text);  // chunked | full, else UserError
+std::string to_string(LossImpl impl);
 // Which kernel the A and S layers run (same math, attention.h). `automatic` ("auto") is
 // resolved per device at run time: sdpa on CUDA with LibTorch >= 2, else blocked.
 enum class AttnImpl {
@@ -83,7 +100,8 @@ struct ModelConfig {
   int64_t gdn_dconv_reduction = 8;  // jetblock: kernel generator width = H * dv / reduction
   GdnMode gdn_mode = GdnMode::chunked;
   double gdn_norm_eps = 1e-6;  // eps of the per-head output RMSNorm (o_norm); Jet config: 1e-5
-  Kernels kernels = Kernels::fused;
+  Kernels kernels = Kernels::automatic;
+  LossImpl loss_impl = LossImpl::chunked;
 
   AttnImpl attn_impl = AttnImpl::automatic;  // kernel of the A and S layers (--attn-impl)
 

@@ -4,6 +4,7 @@
 
 #include "model/gdn_core.h"
 #include "model/kernels/fused_ops.h"
+#include "model/kernels/lean_ops.h"
 #include "model/autocast_state.h"
 #include "model/context_shard.h"
 
@@ -18,6 +19,7 @@ ShortConvImpl::ShortConvImpl(int64_t channels, int64_t width) {
 }
 
 torch::Tensor ShortConvImpl::forward(const torch::Tensor& x) {
+  if (lean::applicable(resolve_kernels(kernels, x.is_cuda()))) return lean::causal_conv_silu(x, weight);
   const int64_t width = weight.size(2), channels = weight.size(0);
   auto y = torch::constant_pad_nd(x.transpose(1, 2), {width - 1, 0});  // [B, C, T + width - 1]
   const std::vector<int64_t> one{1}, zero{0};
@@ -48,7 +50,9 @@ torch::Tensor DynamicShortConvImpl::generate(const torch::Tensor& generator_inpu
 torch::Tensor DynamicShortConvImpl::convolve(const torch::Tensor& x,
                                              const torch::Tensor& generated) {
   const int64_t B = x.size(0), T = x.size(1);
-  if (fused::applicable(kernels, {x, generated})) return fused::dynamic_conv_silu(x, generated, width);
+  const Kernels k = resolve_kernels(kernels, x.is_cuda());
+  if (fused::applicable(k, {x, generated})) return fused::dynamic_conv_silu(x, generated, width);
+  if (lean::applicable(k)) return lean::dynamic_conv_silu(x, generated, width);
   auto per_token = generated.view({B, T, -1, width});
   auto padded = torch::constant_pad_nd(x.transpose(1, 2), {width - 1, 0});  // [B, C, T+width-1]
   auto windows = padded.unfold(2, width, 1).permute({0, 2, 1, 3});          // [B, T, C, width]
@@ -96,15 +100,19 @@ void GatedDeltaNetImpl::set_kernels(Kernels k) {
   kernels = k;
   o_norm->kernels = k;
   if (dynamic_conv1d) dynamic_conv1d->kernels = k;
+  for (auto* conv : {&q_conv1d, &k_conv1d, &v_conv1d})
+    if (*conv) (*conv)->kernels = k;
 }
 
 torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x) {
-  return forward_impl(x, /*fused_path=*/mode == GdnMode::chunked &&
-                             fused::applicable(kernels, {x, A_log, dt_bias}));
+  const Kernels k = resolve_kernels(kernels, x.is_cuda());
+  if (mode == GdnMode::chunked && fused::applicable(k, {x, A_log, dt_bias}))
+    return forward_impl(x, Kernels::fused);
+  return forward_impl(x, lean::applicable(k) ? Kernels::lean : Kernels::reference);
 }
 
 torch::Tensor GatedDeltaNetImpl::forward_fused(const torch::Tensor& x) {
-  return forward_impl(x, /*fused_path=*/true);
+  return forward_impl(x, Kernels::fused);
 }
 
 namespace {
@@ -129,7 +137,8 @@ torch::Tensor convolve_pieces(
 
 }  // namespace
 
-torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, bool fused_path) {
+torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, Kernels path) {
+  const bool fused_path = path == Kernels::fused, lean_path = path == Kernels::lean;
   const int64_t B = x.size(0), T = x.size(1);
   const bool jet = variant == GdnVariant::jetblock;
   ContextShard* cp = current_context_shard();
@@ -169,6 +178,10 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, bool fused
     q = fused::l2_normalize(q, head_dim_k, q_scale, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
     k = fused::l2_normalize(k, head_dim_k, 1.0, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
     std::tie(beta, g) = fused::gdn_gates(a_proj->forward(x), b_proj->forward(x), A_log, dt_bias);
+  } else if (lean_path) {
+    q = lean::l2_normalize(q, head_dim_k, std::sqrt(static_cast<double>(head_dim_k)), jet);
+    k = lean::l2_normalize(k, head_dim_k, 1.0, jet);
+    std::tie(beta, g) = lean::gdn_gates(a_proj->forward(x), b_proj->forward(x), A_log, dt_bias);
   } else {
     if (jet) {
       q = torch::silu(q);
@@ -197,6 +210,9 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, bool fused
     auto core = [&](const torch::Tensor& cq, const torch::Tensor& ck, const torch::Tensor& cv,
                     const torch::Tensor& cb, const torch::Tensor& cg, const torch::Tensor& s0) {
       if (fused_path) return fused::gated_delta_rule_chunked(cq, ck, cv, cb, cg, s0, chunk_size);
+      if (lean_path && mode == GdnMode::chunked)
+        return lean::gated_delta_rule_chunked(fp32(cq), fp32(ck), fp32(cv), fp32(cb), fp32(cg), s0,
+                                              chunk_size);
       if (mode == GdnMode::chunked)
         return gated_delta_rule_chunked(fp32(cq), fp32(ck), fp32(cv), fp32(cb), fp32(cg), s0,
                                         chunk_size);
@@ -209,8 +225,9 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, bool fused
     }
   }
   auto gate = g_proj->forward(x).view({B, T, -1, head_dim_v});  // [B, T, H, dv]
-  o = fused_path ? fused::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps)
-                 : o_norm->forward(o) * torch::silu(gate);
+  if (fused_path) o = fused::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps);
+  else if (lean_path) o = lean::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps);
+  else o = o_norm->forward(o) * torch::silu(gate);
   return o_proj->forward(o.reshape({B, T, -1}));  // [B, T, D]
 }
 

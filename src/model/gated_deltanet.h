@@ -37,6 +37,7 @@ class ShortConvImpl : public torch::nn::Module {
   // x: [B, T, channels] -> [B, T, channels]; output t sees inputs t-width+1 .. t
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
+  Kernels kernels = Kernels::automatic;  // lean: keeps x only, recomputes in backward
 };
 TORCH_MODULE(ShortConv);
 
@@ -53,7 +54,7 @@ class DynamicShortConvImpl : public torch::nn::Module {
   torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& generated);
   LoRALinear w1{nullptr}, w2{nullptr};  // registered under "kernel_generator"
   int64_t width;
-  Kernels kernels = Kernels::fused;  // fused kernel: no [B, T, C, width] windows
+  Kernels kernels = Kernels::automatic;  // fused / lean: no [B, T, C, width] windows held
 };
 TORCH_MODULE(DynamicShortConv);
 
@@ -88,13 +89,15 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   int64_t head_dim_k, head_dim_v, chunk_size;
   GdnMode mode;
   GdnVariant variant;
-  // fused: gates, q/k normalisation, chunked core and output gate as fused CPU kernels;
-  // set_kernels() also switches dynamic_conv1d and o_norm.
-  Kernels kernels = Kernels::fused;
+  // fused: gates, q/k normalisation, chunked core and output gate as fused CPU kernels; lean:
+  // the same pieces as memory-lean ATen operations (kernels/lean_ops.h; the chunked core only
+  // with gdn_mode chunked); set_kernels() also switches the convolutions and o_norm.
+  Kernels kernels = Kernels::automatic;
   void set_kernels(Kernels k);
 
  private:
-  torch::Tensor forward_impl(const torch::Tensor& x, bool fused_path);
+  // path: the resolved kernels (reference, lean or fused) this forward runs
+  torch::Tensor forward_impl(const torch::Tensor& x, Kernels path);
 };
 TORCH_MODULE(GatedDeltaNet);
 

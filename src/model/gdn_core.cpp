@@ -36,36 +36,44 @@ GdnResult gated_delta_rule_recurrent(const torch::Tensor& q, const torch::Tensor
   return {torch::stack(outputs, 1), S};
 }
 
-GdnResult gated_delta_rule_chunked(const torch::Tensor& q_in, const torch::Tensor& k_in,
-                                   const torch::Tensor& v_in, const torch::Tensor& beta_in,
-                                   const torch::Tensor& g_in, const torch::Tensor& initial_state,
-                                   int64_t chunk_size) {
-  TORCH_CHECK(chunk_size > 0, "chunk size must be > 0");
-  const int64_t B = q_in.size(0), T = q_in.size(1), H = q_in.size(2);
-  const int64_t dv = v_in.size(3), C = chunk_size;
-  const int64_t pad = (C - T % C) % C;
-  const int64_t N = (T + pad) / C;
+torch::Tensor to_chunks(const torch::Tensor& x, const ChunkTerms& t) {
+  const int64_t C = (t.T + t.pad) / t.chunks;
+  auto y = x.transpose(1, 2);  // [B, H, T, d]
+  if (t.pad > 0) y = torch::constant_pad_nd(y, {0, 0, 0, t.pad});
+  return y.reshape({x.size(0), x.size(2), t.chunks, C, x.size(3)});
+}
 
-  // [B, T, H, d] -> [B, H, T + pad, d] -> [B, H, N, C, d]; padding has q = k = v = beta = g = 0,
-  // which leaves the state unchanged.
-  auto to_chunks = [&](const torch::Tensor& x) {
-    auto y = x.transpose(1, 2);
-    if (pad > 0) y = torch::constant_pad_nd(y, {0, 0, 0, pad});
-    return y.reshape({B, H, N, C, x.size(3)});
-  };
+torch::Tensor from_chunks(const torch::Tensor& x, const ChunkTerms& t) {
+  // [B, H, N, C, d] -> [B, H, T, d] -> [B, T, H, d]
+  auto o = x.reshape({x.size(0), x.size(1), t.T + t.pad, x.size(4)});
+  if (t.pad > 0) o = o.narrow(2, 0, t.T);
+  return o.transpose(1, 2);
+}
+
+ChunkTerms chunk_terms(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                       const torch::Tensor& v_in, const torch::Tensor& beta_in,
+                       const torch::Tensor& g_in, int64_t chunk_size) {
+  TORCH_CHECK(chunk_size > 0, "chunk size must be > 0");
+  ChunkTerms t;
+  const int64_t B = q_in.size(0), H = q_in.size(2), C = chunk_size;
+  t.T = q_in.size(1);
+  t.pad = (C - t.T % C) % C;
+  t.chunks = (t.T + t.pad) / C;
+  const int64_t N = t.chunks;
+  // padding has q = k = v = beta = g = 0, which leaves the state unchanged
   auto gates_to_chunks = [&](const torch::Tensor& x) {  // [B, T, H] -> [B, H, N, C]
     auto y = x.transpose(1, 2);
-    if (pad > 0) y = torch::constant_pad_nd(y, {0, pad});
+    if (t.pad > 0) y = torch::constant_pad_nd(y, {0, t.pad});
     return y.reshape({B, H, N, C});
   };
-  auto q = to_chunks(q_in), k = to_chunks(k_in), v = to_chunks(v_in);
+  auto q = to_chunks(q_in, t), k = to_chunks(k_in, t), v = to_chunks(v_in, t);
   auto beta = gates_to_chunks(beta_in), g = gates_to_chunks(g_in);
 
   // 1. gamma = cumulative log decay inside each chunk: [B, H, N, C]
   auto gamma = g.cumsum(-1);
   // 2. D_ij = exp(gamma_i - gamma_j) for i >= j, else 0; mask before exp (no overflow, no NaN).
   auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(q.device());
-  auto lower_incl = torch::ones({C, C}, bool_opts).tril();    // j <= i
+  auto lower_incl = torch::ones({C, C}, bool_opts).tril();      // j <= i
   auto lower_strict = torch::ones({C, C}, bool_opts).tril(-1);  // j < i
   const double neg_inf = -std::numeric_limits<double>::infinity();
   auto D = (gamma.unsqueeze(-1) - gamma.unsqueeze(-2))
@@ -76,33 +84,37 @@ GdnResult gated_delta_rule_chunked(const torch::Tensor& q_in, const torch::Tenso
   auto A = (beta.unsqueeze(-1) * kk * D).masked_fill(lower_strict.logical_not(), 0.0);
   // 4. (I + A) W = diag(beta * Gamma) K;  (I + A) U = diag(beta) V
   auto I_plus_A = A + torch::eye(C, q.options());
-  auto W = at::linalg_solve_triangular(I_plus_A, (beta * gamma.exp()).unsqueeze(-1) * k,
-                                       /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
-  auto U = at::linalg_solve_triangular(I_plus_A, beta.unsqueeze(-1) * v,
-                                       /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  t.W = at::linalg_solve_triangular(I_plus_A, (beta * gamma.exp()).unsqueeze(-1) * k,
+                                    /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  t.U = at::linalg_solve_triangular(I_plus_A, beta.unsqueeze(-1) * v,
+                                    /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   // Per-chunk pieces of step 5, also batched.
-  auto q_decayed = q * gamma.exp().unsqueeze(-1);                        // Q * Gamma   [.., C, dk]
-  auto qk_decayed = torch::matmul(q, k.transpose(-1, -2)) * D;           // (Q K^T) * D [.., C, C]
-  auto gamma_last = gamma.select(-1, C - 1);                             // [B, H, N]
-  auto k_to_end = k * (gamma_last.unsqueeze(-1) - gamma).exp().unsqueeze(-1);  // [.., C, dk]
-  auto chunk_decay = gamma_last.exp().unsqueeze(-1).unsqueeze(-1);       // [B, H, N, 1, 1]
+  t.q_decayed = q * gamma.exp().unsqueeze(-1);               // Q * Gamma   [.., C, dk]
+  t.qk_decayed = torch::matmul(q, k.transpose(-1, -2)) * D;  // (Q K^T) * D [.., C, C]
+  auto gamma_last = gamma.select(-1, C - 1);                 // [B, H, N]
+  t.k_to_end = k * (gamma_last.unsqueeze(-1) - gamma).exp().unsqueeze(-1);  // [.., C, dk]
+  t.decay = gamma_last.exp().unsqueeze(-1).unsqueeze(-1);    // [B, H, N, 1, 1]
+  return t;
+}
 
+GdnResult gated_delta_rule_chunked(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, const torch::Tensor& beta,
+                                   const torch::Tensor& g, const torch::Tensor& initial_state,
+                                   int64_t chunk_size) {
+  const auto t = chunk_terms(q, k, v, beta, g, chunk_size);
   // 5. Sequential over chunks: V' = U - W S;  O = (Q*Gamma) S + ((Q K^T)*D) V';
   //    S <- exp(gamma_C) S + (K * exp(gamma_C - gamma))^T V'.
-  auto S = initial_state.defined() ? initial_state : zero_state_like(k_in, v_in);  // [B,H,dk,dv]
-  auto W_n = W.unbind(2), U_n = U.unbind(2), qd_n = q_decayed.unbind(2);
-  auto qk_n = qk_decayed.unbind(2), kend_n = k_to_end.unbind(2), decay_n = chunk_decay.unbind(2);
+  auto S = initial_state.defined() ? initial_state : zero_state_like(k, v);  // [B,H,dk,dv]
+  auto W_n = t.W.unbind(2), U_n = t.U.unbind(2), qd_n = t.q_decayed.unbind(2);
+  auto qk_n = t.qk_decayed.unbind(2), kend_n = t.k_to_end.unbind(2), decay_n = t.decay.unbind(2);
   std::vector<torch::Tensor> outputs;
-  outputs.reserve(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) {
+  outputs.reserve(static_cast<size_t>(t.chunks));
+  for (int64_t n = 0; n < t.chunks; ++n) {
     auto v_new = U_n[n] - torch::matmul(W_n[n], S);                                  // [B,H,C,dv]
     outputs.push_back(torch::matmul(qd_n[n], S) + torch::matmul(qk_n[n], v_new));    // [B,H,C,dv]
     S = decay_n[n] * S + torch::matmul(kend_n[n].transpose(-1, -2), v_new);          // [B,H,dk,dv]
   }
-  // [B, H, N, C, dv] -> [B, H, T, dv] -> [B, T, H, dv]
-  auto o = torch::stack(outputs, 2).reshape({B, H, N * C, dv});
-  if (pad > 0) o = o.narrow(2, 0, T);
-  return {o.transpose(1, 2), S};
+  return {from_chunks(torch::stack(outputs, 2), t), S};
 }
 
 }  // namespace hlp::model

@@ -36,4 +36,21 @@ GdnResult gated_delta_rule_chunked(const torch::Tensor& q, const torch::Tensor& 
                                    const torch::Tensor& initial_state = torch::Tensor(),
                                    int64_t chunk_size = 64);
 
+// Steps 1-4 of the chunked form for all chunks at once (what gated_delta_rule_chunked and the
+// lean core share): with N = ceil(T / C) chunks, [B, H, N, C, d] tensors
+//   W, U       the solves of (I + A) W = diag(beta Gamma) K and (I + A) U = diag(beta) V
+//   q_decayed  Q * Gamma;  qk_decayed (Q K^T) * D [.., C, C];  k_to_end K * exp(gamma_C - gamma)
+//   decay      exp(gamma_C) [B, H, N, 1, 1]
+// so that chunk n maps its entering state S to V' = U - W S, O = q_decayed S + qk_decayed V',
+// S' = decay S + k_to_end^T V'.
+struct ChunkTerms {
+  torch::Tensor W, U, q_decayed, qk_decayed, k_to_end, decay;
+  int64_t T = 0, pad = 0, chunks = 0;
+};
+ChunkTerms chunk_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& beta, const torch::Tensor& g, int64_t chunk_size);
+// [B, T, H, d] -> [B, H, N, C, d] (zero padding) and back
+torch::Tensor to_chunks(const torch::Tensor& x, const ChunkTerms& terms);
+torch::Tensor from_chunks(const torch::Tensor& x, const ChunkTerms& terms);
+
 }  // namespace hlp::model

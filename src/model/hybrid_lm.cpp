@@ -1,5 +1,7 @@
 #include "model/hybrid_lm.h"
 
+#include "model/chunked_loss.h"
+
 #include "common/error.h"
 #include "model/half_emulation.h"
 #include "model/init.h"
@@ -83,6 +85,19 @@ torch::Tensor HybridLMImpl::head(const torch::Tensor& x) {
   return model::matmul(final_norm->forward(x), lm_head_weight().t());  // fp16-emulated on CPU fp16
 }
 
+torch::Tensor HybridLMImpl::loss(const torch::Tensor& x, const torch::Tensor& targets) {
+  if (config_.loss_impl == LossImpl::full) return model::cross_entropy_loss(head(x), targets);
+  const auto h = final_norm->forward(x);  // [B, T, D]
+  return chunked_linear_cross_entropy(h.reshape({-1, h.size(-1)}), lm_head_weight(),
+                                      targets.reshape({-1}));
+}
+
+torch::Tensor HybridLMImpl::forward_loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
+  TORCH_CHECK(has_embedding_ && has_head_ && num_blocks() == config_.num_layers(),
+              "forward_loss(tokens) needs the whole model; a part uses embed / block / loss");
+  return loss(forward_blocks(embed(tokens)), targets);
+}
+
 torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {
   TORCH_CHECK(has_embedding_ && has_head_ && num_blocks() == config_.num_layers(),
               "forward(tokens) needs the whole model; a part uses embed / block / head");
@@ -117,6 +132,8 @@ void HybridLMImpl::set_kernels(Kernels kernels) {
     if (auto gdn = std::dynamic_pointer_cast<GatedDeltaNetImpl>(module)) gdn->set_kernels(kernels);
   }
 }
+
+void HybridLMImpl::set_loss_impl(LossImpl impl) { config_.loss_impl = impl; }
 
 void HybridLMImpl::set_attn_impl(AttnImpl impl) {
   config_.attn_impl = impl;

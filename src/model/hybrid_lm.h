@@ -54,6 +54,11 @@ class HybridLMImpl : public torch::nn::Module {
   Block block(int64_t i) const;                       // i in [0, num_blocks())
   torch::Tensor forward_blocks(torch::Tensor x);      // all held blocks in order
   torch::Tensor head(const torch::Tensor& x);         // [B, T, D] -> [B, T, V]
+  // [B, T, D] (the blocks' output), targets [B, T] -> mean next-token cross entropy of head(x),
+  // computed as config().loss_impl says (chunked: no [B, T, V] logits held; chunked_loss.h)
+  torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets);
+  // whole model only: [B, T] tokens -> loss(blocks(embed(tokens)), targets)
+  torch::Tensor forward_loss(const torch::Tensor& tokens, const torch::Tensor& targets);
   torch::Tensor forward(const torch::Tensor& tokens);  // whole model only: [B, T] -> [B, T, V]
 
   // Every projection with its full module name, e.g. {"blocks.3.mixer.q_proj", linear}.
@@ -61,7 +66,8 @@ class HybridLMImpl : public torch::nn::Module {
 
   void set_activation_checkpointing(bool on);
   void set_gdn_mode(GdnMode mode);
-  void set_kernels(Kernels kernels);  // every RMSNorm, SwiGLU and G layer of this model
+  void set_kernels(Kernels kernels);
+  void set_loss_impl(LossImpl impl);  // every RMSNorm, SwiGLU and G layer of this model
   void set_attn_impl(AttnImpl impl);  // every A and S layer
 
   const ModelConfig& config() const { return config_; }

@@ -1,6 +1,7 @@
 #include "model/layers.h"
 
 #include "model/kernels/fused_ops.h"
+#include "model/kernels/lean_ops.h"
 
 namespace hlp::model {
 
@@ -9,7 +10,9 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  if (fused::applicable(kernels, {x, weight})) return fused::rms_norm(x, weight, eps);
+  const Kernels k = resolve_kernels(kernels, x.is_cuda());
+  if (fused::applicable(k, {x, weight})) return fused::rms_norm(x, weight, eps);
+  if (lean::applicable(k)) return lean::rms_norm(x, weight, eps);
   auto inv_rms = torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return x * inv_rms * weight;
 }
@@ -22,7 +25,9 @@ SwiGLUImpl::SwiGLUImpl(int64_t hidden, int64_t mlp_hidden) {
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
   auto gate = gate_proj->forward(x), up = up_proj->forward(x);  // [B, T, mlp_hidden]
-  if (fused::applicable(kernels, {gate, up})) return down_proj->forward(fused::swiglu(gate, up));
+  const Kernels k = resolve_kernels(kernels, x.is_cuda());
+  if (fused::applicable(k, {gate, up})) return down_proj->forward(fused::swiglu(gate, up));
+  if (lean::applicable(k)) return down_proj->forward(lean::swiglu(gate, up));
   return down_proj->forward(torch::silu(gate) * up);
 }
 

@@ -15,7 +15,7 @@ class RMSNormImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;  // [dim], "weight"
   double eps;
-  Kernels kernels = Kernels::fused;  // fused CPU kernel or op-by-op reference (same math)
+  Kernels kernels = Kernels::automatic;  // fused CPU kernel, lean, or op-by-op reference (same math)
 };
 TORCH_MODULE(RMSNorm);
 
@@ -26,7 +26,7 @@ class SwiGLUImpl : public torch::nn::Module {
   // x: [B, T, D] -> [B, T, D]   (inner [B, T, mlp_hidden])
   torch::Tensor forward(const torch::Tensor& x);
   LoRALinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-  Kernels kernels = Kernels::fused;  // fused SiLU(gate) * up or the op-by-op reference
+  Kernels kernels = Kernels::automatic;  // fused / lean SiLU(gate) * up or the op-by-op reference
 };
 TORCH_MODULE(SwiGLU);
 

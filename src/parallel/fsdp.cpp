@@ -123,7 +123,7 @@ torch::Tensor ShardedStrategy::forward_micro_batch(const MicroBatch& mb) {
       x = block_forward(i, x);
     }
   }
-  return model::cross_entropy_loss(model_->head(x), mb.targets);  // logits [B, T, V]
+  return model_->loss(x, mb.targets);  // --loss-impl: chunked, or full logits [B, T, V]
 }
 
 double ShardedStrategy::forward_backward(const std::vector<MicroBatch>& micro_batches,

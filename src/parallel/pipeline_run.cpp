@@ -92,10 +92,16 @@ void PipelineStrategy::forward_step(int c, int m, bool with_grad) {
     if (part->has_embedding()) x = part->embed(mb.inputs);  // [B, T] -> [B, T, D]
     for (int64_t i = 0; i < part->num_blocks(); ++i) x = tp_->block_forward(part->block(i), x);
     if (part->has_head()) {
-      // [B, T, D] -> logits [B, T, V] -> mean loss of this micro-batch
-      torch::Tensor logits = part->head(x);
-      if (logits_out_) logits_out_->push_back(logits.detach().to(torch::kFloat));
-      torch::Tensor loss = model::cross_entropy_loss(logits, mb.targets);
+      // [B, T, D] -> mean loss of this micro-batch (logits [B, T, V] when asked for, or with
+      // --loss-impl full)
+      torch::Tensor loss;
+      if (logits_out_) {
+        torch::Tensor logits = part->head(x);
+        logits_out_->push_back(logits.detach().to(torch::kFloat));
+        loss = model::cross_entropy_loss(logits, mb.targets);
+      } else {
+        loss = part->loss(x, mb.targets);
+      }
       loss_sum_ += loss.item<double>();
       f.output = loss / double(micro_batches_->size());
     } else {

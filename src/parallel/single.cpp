@@ -42,9 +42,8 @@ double ReplicatedStrategy::forward_backward(const std::vector<MicroBatch>& micro
       auto span = rec ? rec->span("forward", metrics::Lane::Compute, step, int32_t(m))
                       : metrics::Recorder::Span();
       AutocastScope autocast(options_.precision);
-      // [B, T] -> logits [B, T, V] -> scalar mean loss of this micro-batch
-      loss = model::cross_entropy_loss(model_->forward(micro_batches[m].inputs),
-                                       micro_batches[m].targets);
+      // [B, T] -> scalar mean loss of this micro-batch (logits [B, T, V] only with --loss-impl full)
+      loss = model_->forward_loss(micro_batches[m].inputs, micro_batches[m].targets);
     }
     loss_sum += loss.item<double>();
     {
@@ -64,7 +63,7 @@ double ReplicatedStrategy::eval_loss(const std::vector<MicroBatch>& micro_batche
   AutocastScope autocast(options_.precision);
   double sum = 0.0;
   for (const auto& mb : micro_batches)
-    sum += model::cross_entropy_loss(model_->forward(mb.inputs), mb.targets).item<double>();
+    sum += model_->forward_loss(mb.inputs, mb.targets).item<double>();
   return dp_mean(options_.dp_comm.get(), sum / double(micro_batches.size()));
 }
 

@@ -45,8 +45,8 @@ Probe run_probe(model::HybridLM& part, bool head, int64_t B, int64_t t, model::P
   torch::Tensor out;
   {
     parallel::AutocastScope autocast(precision);
-    // head: [B, t, D] -> logits [B, t, V] -> scalar loss; block: [B, t, D] -> [B, t, D]
-    out = head ? model::cross_entropy_loss(part->head(x), targets) : part->forward_blocks(x);
+    // head: [B, t, D] -> scalar loss (as the run computes it: --loss-impl); block: [B, t, D]
+    out = head ? part->loss(x, targets) : part->forward_blocks(x);
   }
   const int64_t after_forward = memory.current_bytes();
   probe.saved = double(after_forward - before);

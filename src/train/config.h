@@ -42,7 +42,9 @@ struct TrainConfig {
   std::string model = "tiny";       // a preset (model::resolve_model_config)
   std::string pattern;              // overrides the preset's layer pattern when non-empty
   model::GdnMode gdn_mode = model::GdnMode::chunked;
-  model::Kernels kernels = model::Kernels::fused;  // fused CPU kernels or the op-by-op modules
+  // auto (fused on the CPU, lean on CUDA; recorded resolved) | fused | lean | reference
+  model::Kernels kernels = model::Kernels::automatic;
+  model::LossImpl loss_impl = model::LossImpl::chunked;  // chunked | full (logits held)
   model::AttnImpl attn_impl = model::AttnImpl::automatic;
   bool activation_checkpointing = false;
   bool allow_overcommit = false;    // run even when the predicted peak exceeds the memory left

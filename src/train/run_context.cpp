@@ -60,6 +60,8 @@ RunContext resolve_run_context(const TrainConfig& requested,
                  "oversubscribed = 1)",
                  (long long)ctx.load.node_ranks, (long long)ctx.load.node_threads, node_cores());
   ctx.device = select_device(ctx.config.device, control);
+  // auto kernels: fused on the CPU, lean on CUDA; recorded as resolved
+  ctx.config.kernels = model::resolve_kernels(requested.kernels, ctx.device.cuda());
   MPI_Comm_free(&control);
   ctx.backend = resolve_comm(ctx.config.comm, ctx.device);
   {  // what the registry refuses on this backend before a communicator is made for it

@@ -61,6 +61,7 @@ RunModel resolve_run_model(const TrainConfig& c, int64_t tokenizer_vocab) {
   }
   r.model.activation_checkpointing = c.activation_checkpointing;
   r.model.kernels = c.kernels;
+  r.model.loss_impl = c.loss_impl;
   r.model.attn_impl = c.attn_impl;
   r.lora = model::make_lora_config(c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets);
   if (!c.load_adapter.empty()) r.lora = model::hf::read_peft_config(c.load_adapter, r.lora);

@@ -100,13 +100,20 @@ TEST_CASE("errors name the option and the problem", "[cli]") {
   CHECK(error_of({"--strategy", "ddp"}).empty());
 }
 
-TEST_CASE("kernels option: fused by default, reference on request, printed into the INI", "[cli]") {
-  CHECK(parse({}).config.kernels == hlp::model::Kernels::fused);
+TEST_CASE("kernels option: auto by default, lean / reference on request, printed into the INI",
+          "[cli]") {
+  CHECK(parse({}).config.kernels == hlp::model::Kernels::automatic);
   CHECK(parse({"--kernels", "reference"}).config.kernels == hlp::model::Kernels::reference);
+  CHECK(parse({"--kernels", "lean"}).config.kernels == hlp::model::Kernels::lean);
+  CHECK(parse({}).config.loss_impl == hlp::model::LossImpl::chunked);
+  CHECK(parse({"--loss-impl", "full"}).config.loss_impl == hlp::model::LossImpl::full);
+  CHECK(hlp::cli::to_ini(parse({"--loss-impl", "full"}).config).find("loss-impl = full") !=
+        std::string::npos);
+  CHECK_THAT(error_of({"--loss-impl", "blocked"}), Catch::Contains("--loss-impl"));
   CHECK(hlp::cli::to_ini(parse({"--kernels", "reference"}).config).find("kernels = reference") !=
         std::string::npos);
   CHECK_THAT(error_of({"--kernels", "fast"}), Catch::Contains("--kernels") &&
-                                                  Catch::Contains("fused or reference"));
+                                                  Catch::Contains("auto, fused, lean or reference"));
 }
 
 TEST_CASE("attn-impl option: auto by default, the four kernels accepted, others a one-line error",

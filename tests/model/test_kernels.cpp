@@ -15,6 +15,7 @@
 #include "model/kernels/fused_ops.h"
 #include "model/layers.h"
 #include "model/lora.h"
+#include "parity_helpers.h"
 #include "test_helpers.h"
 
 using namespace hlp::model;
@@ -22,58 +23,27 @@ using hlp::model::testing::relative_error;
 
 namespace {
 
-constexpr double kTol = 1e-10;
-const auto kF64 = torch::TensorOptions().dtype(torch::kFloat64);
-
-// [B, T, D] float64 that is not contiguous (a transposed [T, B, D] buffer)
-torch::Tensor noncontiguous(int64_t B, int64_t T, int64_t D) {
-  auto x = torch::randn({T, B, D}, kF64).transpose(0, 1);
-  REQUIRE(!x.is_contiguous());
-  return x;
-}
-
-// Runs fn on fresh leaf copies of inputs, backpropagates sum(w_i * out_i) with fixed random
-// w_i, returns outputs followed by the input gradients.
-std::vector<torch::Tensor> outputs_and_grads(
-    const std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>& fn,
-    const std::vector<torch::Tensor>& inputs) {
-  std::vector<torch::Tensor> leaves;
-  for (const auto& t : inputs) leaves.push_back(t.detach().clone().requires_grad_(true));
-  // keep the layouts of the originals (non-contiguous stays non-contiguous)
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].is_contiguous())
-      leaves[i] = inputs[i].detach().clone().transpose(0, 1).contiguous().transpose(0, 1)
-                      .requires_grad_(true);
-  auto outs = fn(leaves);
-  torch::manual_seed(99);
-  torch::Tensor loss = torch::zeros({}, kF64);
-  // randn(sizes), not randn_like: the reference's outputs may have permuted strides
-  for (const auto& o : outs) loss = loss + (o * torch::randn(o.sizes(), kF64)).sum();
-  loss.backward();
-  std::vector<torch::Tensor> result;
-  for (const auto& o : outs) result.push_back(o.detach());
-  for (const auto& l : leaves) result.push_back(l.grad().defined() ? l.grad() : torch::zeros_like(l));
-  return result;
-}
-
-void check_parity(const std::vector<torch::Tensor>& fused, const std::vector<torch::Tensor>& ref) {
-  REQUIRE(fused.size() == ref.size());
-  for (size_t i = 0; i < ref.size(); ++i) {
-    INFO("tensor " << i << " of " << ref.size() << " (outputs first, then input gradients)");
-    REQUIRE(fused[i].sizes() == ref[i].sizes());
-    CHECK(relative_error(fused[i], ref[i]) < kTol);
-  }
-}
+using namespace hlp::model::testing::parity;
 
 }  // namespace
 
-TEST_CASE("kernels: --kernels parses fused | reference, fused by default", "[model][kernels]") {
+TEST_CASE("kernels: --kernels parses auto | fused | lean | reference, auto by default",
+          "[model][kernels]") {
   CHECK(parse_kernels("fused") == Kernels::fused);
   CHECK(parse_kernels("reference") == Kernels::reference);
+  CHECK(parse_kernels("lean") == Kernels::lean);
+  CHECK(parse_kernels("auto") == Kernels::automatic);
   CHECK_THROWS_AS(parse_kernels("fast"), hlp::UserError);
   CHECK(to_string(Kernels::reference) == "reference");
-  CHECK(ModelConfig{}.kernels == Kernels::fused);
-  CHECK(preset("small").summary().find("kernels=fused") != std::string::npos);
+  CHECK(ModelConfig{}.kernels == Kernels::automatic);
+  CHECK(resolve_kernels(Kernels::automatic, /*cuda=*/false) == Kernels::fused);
+  CHECK(resolve_kernels(Kernels::automatic, /*cuda=*/true) == Kernels::lean);
+  CHECK(resolve_kernels(Kernels::reference, /*cuda=*/true) == Kernels::reference);
+  CHECK(preset("small").summary().find("kernels=auto") != std::string::npos);
+  CHECK(parse_loss_impl("chunked") == LossImpl::chunked);
+  CHECK(parse_loss_impl("full") == LossImpl::full);
+  CHECK_THROWS_AS(parse_loss_impl("fast"), hlp::UserError);
+  CHECK(ModelConfig{}.loss_impl == LossImpl::chunked);
 }
 
 TEST_CASE("kernels: RMSNorm fused = reference (float64, non-contiguous, weight grad)",
@@ -302,7 +272,7 @@ std::pair<std::vector<double>, std::vector<torch::Tensor>> train_five_steps(
 // float32: the losses of 5 steps agree within 1e-6. The adapters after 5 AdamW steps are not
 // compared in float32: Adam divides by sqrt(v), so an entry whose gradient is at rounding level
 // moves by up to lr either way (measured: 1e-3 relative); float64 compares them at 1e-9.
-TEST_CASE("kernels: 5 training steps fused = reference (float32 losses 1e-6, float64 all 1e-9)",
+TEST_CASE("kernels: 5 training steps fused and lean = reference (float32 losses 1e-6, float64 all 1e-9)",
           "[model][kernels][training]") {
   for (auto variant : {GdnVariant::jetblock, GdnVariant::gated_deltanet}) {
     for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
@@ -311,20 +281,23 @@ TEST_CASE("kernels: 5 training steps fused = reference (float32 losses 1e-6, flo
       auto c = preset("tiny").with_pattern("GAGSG");
       c.gdn_variant = variant;
       c.gdn_chunk = 16;  // T = 40: three chunks, the last one partial
-      const auto fused_run = train_five_steps(c, Kernels::fused, dtype);
       const auto ref_run = train_five_steps(c, Kernels::reference, dtype);
-      const double tol = f64 ? 1e-9 : 1e-6;
-      for (size_t s = 0; s < 5; ++s) {
-        INFO("step " << s << ": fused " << fused_run.first[s] << " reference " << ref_run.first[s]);
-        CHECK(std::abs(fused_run.first[s] - ref_run.first[s]) / std::abs(ref_run.first[s]) < tol);
+      for (auto kernels : {Kernels::fused, Kernels::lean}) {
+        INFO(to_string(kernels));
+        const auto run = train_five_steps(c, kernels, dtype);
+        const double tol = f64 ? 1e-9 : 1e-6;
+        for (size_t s = 0; s < 5; ++s) {
+          INFO("step " << s << ": " << run.first[s] << " reference " << ref_run.first[s]);
+          CHECK(std::abs(run.first[s] - ref_run.first[s]) / std::abs(ref_run.first[s]) < tol);
+        }
+        if (!f64) continue;
+        REQUIRE(run.second.size() == ref_run.second.size());
+        double worst = 0;
+        for (size_t i = 0; i < ref_run.second.size(); ++i)
+          worst = std::max(worst, relative_error(run.second[i], ref_run.second[i]));
+        INFO("worst relative parameter difference " << worst);
+        CHECK(worst < tol);
       }
-      if (!f64) continue;
-      REQUIRE(fused_run.second.size() == ref_run.second.size());
-      double worst = 0;
-      for (size_t i = 0; i < ref_run.second.size(); ++i)
-        worst = std::max(worst, relative_error(fused_run.second[i], ref_run.second[i]));
-      INFO("worst relative parameter difference " << worst);
-      CHECK(worst < tol);
     }
   }
 }

@@ -38,6 +38,10 @@ inline train::TrainConfig tiny_config(const std::string& strategy, int lora_rank
   c.loader_threads = 1;
   c.threads = 1;
   c.seed = 7;
+  // HLP_TEST_KERNELS / HLP_TEST_LOSS_IMPL: the same tests on other kernels or loss (ctest's
+  // *_lean_* entries run them with the lean kernels)
+  if (const char* k = std::getenv("HLP_TEST_KERNELS")) c.kernels = model::parse_kernels(k);
+  if (const char* l = std::getenv("HLP_TEST_LOSS_IMPL")) c.loss_impl = model::parse_loss_impl(l);
   return c;
 }
 

@@ -9,7 +9,9 @@
 #   2. Every configuration runs as hlp-sweep --run-local launches it (slurm/src/launch.cpp):
 #        $HLP_MPIEXEC -n RANKS BIN_DIR/hlp-train --config configs/<name>.ini --out <name>.h5
 #                     --checkpoint-dir <fresh dir>
-#      plus `--steps STEPS` (the command line wins over --config). Nothing else is changed: the
+#      plus `--steps STEPS` (the command line wins over --config) and $HLP_FIXTURE_EXTRA_ARGS
+#      when set (run_test.sh: options that keep a newer build comparable with the fixtures' baseline).
+#      Nothing else is changed: the
 #      rendered INI (warmup-steps = 2, trace = true, threads = 1 ...) is kept as it is.
 #      RANKS is the "run with N ranks" of the rendered INI's header (checked against -nN- in the
 #      configuration's name).
@@ -66,7 +68,7 @@ for ini in "${configs[@]}"; do
   rm -f "$out_dir/$name.h5"
   t0=$(ms)
   if ! "$mpiexec" -n "$ranks" "$bin_dir/hlp-train" --config "$ini" --out "$out_dir/$name.h5" \
-       --checkpoint-dir "$ckpt" --steps "$steps" >"$work/$name.log" 2>&1; then
+       --checkpoint-dir "$ckpt" --steps "$steps" ${HLP_FIXTURE_EXTRA_ARGS:-} >"$work/$name.log" 2>&1; then
     tail -n 30 "$work/$name.log" >&2
     echo "$0: $name FAILED (mpiexec -n $ranks hlp-train --config $name.ini --steps $steps)" >&2
     exit 1
