@@ -70,6 +70,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto world = hlp::comm::init_mpi_world(argc, argv, {args.config.comm_timeout_s});
+  // Before anything is written: a launch that split into worlds of the wrong size ends here on
+  // every process (each sees the same environment and the same world size, so all agree).
+  if (const std::string why = hlp::cli::launch_mismatch(world->size()); !why.empty()) {
+    if (world->rank() == 0) std::fprintf(stderr, "hlp-train: error: %s\n", why.c_str());
+    hlp::comm::finalize();
+    return 2;
+  }
   int exit_code = 0;
   try {
     exit_code = hlp::cli::run_train_job(args.config, world);

@@ -7,6 +7,7 @@
 #include "metrics/result_writer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,7 +65,17 @@ void allocate_reserve(const std::string& path, int64_t bytes) {
 
 }  // namespace
 
+// Rank 0's lock on PATH.lock (one writer per result file), released when the State goes: the
+// first member, so the last destroyed, after the file is closed.
+struct WriterLock {
+  int fd = -1;
+  ~WriterLock() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 struct ResultWriter::State {
+  WriterLock lock;
   MPI_Comm comm = MPI_COMM_NULL;  // a dup of the caller's, freed with the State
   int rank = 0;
   int world = 1;
@@ -319,6 +330,37 @@ struct ResultWriter::State {
   }
 };
 
+namespace {
+
+// Rank 0: an exclusive flock on PATH.lock held for the writer's life, with "pid@host" of the
+// holder written into it. "" when taken (or when the file system has no locks: then unguarded);
+// the one error line when a live run holds it.
+std::string lock_result_file(const std::string& path, int* fd_out) {
+  const std::string lock_path = path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return "";  // an unwritable directory: creating the file says so below
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[128] = {0};
+    const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return "";  // no locks here (ENOLCK, ENOSYS): go on unguarded
+    const std::string who = n > 0 ? std::string(holder, size_t(n)) : std::string("unknown");
+    return "another run is writing '" + path + "' (process " + who + " holds " + lock_path +
+           "); give this run its own --out, or wait until that run ends";
+  }
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::string me = std::to_string(::getpid()) + "@" + host;
+  if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // the holder's name is a courtesy for the error line; the lock itself holds
+  }
+  *fd_out = fd;
+  return "";
+}
+
+}  // namespace
+
 ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo& info_in,
                            const WriterOptions& options)
     : state_(std::make_unique<State>()) {
@@ -398,6 +440,8 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
                           ec.message();
   }
   agree_or_throw(comm, dir_problem);
+  // One writer per result file, before anything touches it (the reserve, the truncation).
+  agree_or_throw(comm, s.rank == 0 ? lock_result_file(path, &s.lock.fd) : std::string());
   if (s.options.reserve_bytes != 0) {  // first: if even this does not fit, the run does not start
     s.reserve_path = path + ".reserve";
     const auto metrics = static_cast<int64_t>(s.metrics.size());
