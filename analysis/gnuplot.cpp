@@ -22,10 +22,12 @@ std::string gp_quote(const std::string& s) {
   return q + "'";
 }
 
-void require_gnuplot() {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    throw user_error("gnuplot is not on PATH: `hlp-analyze report` renders its figures with it "
-                     "(Debian/Ubuntu: apt-get install gnuplot-nox); `hlp-analyze table` works without it");
+bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+std::string no_gnuplot_note() {
+  return "gnuplot is not on PATH: the figures' data and scripts (NAME.dat, NAME.gp) are written "
+         "but not rendered (Debian/Ubuntu: apt-get install gnuplot-nox, then `gnuplot NAME.gp` in "
+         "the report directory or run the report again)";
 }
 
 void write_gnuplot_script(const std::string& outdir, const std::string& name, const std::string& body) {

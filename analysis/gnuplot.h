@@ -6,8 +6,10 @@
 
 namespace hlp::analysis {
 
-// Throws UserError when gnuplot is not on PATH (with the package to install).
-void require_gnuplot();
+// Whether gnuplot is on PATH.
+bool have_gnuplot();
+// The one line said when it is not (with the package to install).
+std::string no_gnuplot_note();
 
 // Writes OUTDIR/NAME.gp: a header, the PNG terminal, `body` (set commands + plot), then the SVG
 // terminal and `replot`. Data files referenced by `body` must already be in OUTDIR.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/aggregate.h"
+#include "analysis/gnuplot.h"
 #include "analysis/report.h"
 #include "analysis/run_loader.h"
 #include "analysis/table_writer.h"
@@ -35,7 +36,7 @@ const char* kUsage =
     "      --su-per-gpu-hour), the full table (table.md, table.csv) and gnuplot figures (NAME.png,\n"
     "      NAME.svg, editable NAME.gp + NAME.dat). With --sweep (hlp-sweep's --out), the sweep's\n"
     "      configurations without a result file and those its planner left out are listed.\n"
-    "      Needs gnuplot on PATH.\n"
+    "      Without gnuplot on PATH the figures' .dat and .gp are written, not rendered (a note).\n"
     "  hlp-analyze trace  FILE.h5 -o trace.json\n"
     "      Chrome / Perfetto trace of one job (pid = rank; compute / comm / data lanes).\n"
     "\n"
@@ -159,6 +160,7 @@ int cmd_report(int argc, char** argv) {
                           options.su_per_gpu_hour);
   options.warmup_steps = c.warmup;
   const auto s = an::write_report(rows, skipped, outdir, options);
+  if (!s.gnuplot) std::cerr << "hlp-analyze: note: " << an::no_gnuplot_note() << "\n";
   std::cerr << "hlp-analyze: wrote " << outdir << "/index.md (" << rows.size()
             << " configurations, " << s.figures_rendered << " figures, " << s.figures_skipped
             << " skipped for lack of data, " << s.not_measured << " not measured)\n";

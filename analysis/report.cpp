@@ -89,7 +89,10 @@ void write_figure_sections(std::ostream& index, const std::vector<Figure>& figur
                            ReportSummary* summary) {
   for (const auto& f : figures) {
     index << "## " << f.title << "\n\n";
-    if (f.has_data) {
+    if (f.has_data && !summary->gnuplot) {
+      index << f.sentence << "\n\nNot rendered: gnuplot script [" << f.name << ".gp](" << f.name
+            << ".gp), data [" << f.name << ".dat](" << f.name << ".dat)\n\n";
+    } else if (f.has_data) {
       ++summary->figures_rendered;
       index << f.sentence << "\n\n![" << f.title << "](" << f.name << ".png)\n\n"
             << "[SVG](" << f.name << ".svg) · gnuplot script [" << f.name << ".gp](" << f.name
@@ -122,7 +125,6 @@ std::vector<NotMeasured> not_measured(const std::vector<Skip>& skipped,
 
 ReportSummary write_report(const std::vector<ConfigRow>& rows, const std::vector<Skip>& skipped,
                            const std::string& outdir, const ReportOptions& options) {
-  require_gnuplot();  // before writing anything
   std::error_code ec;
   fs::create_directories(outdir, ec);
   if (ec || !fs::is_directory(outdir))
@@ -130,6 +132,7 @@ ReportSummary write_report(const std::vector<ConfigRow>& rows, const std::vector
   std::vector<std::string> paths;
   for (const auto& r : rows) paths.insert(paths.end(), r.paths.begin(), r.paths.end());
   ReportSummary summary;
+  summary.gnuplot = have_gnuplot();
   const auto missing = not_measured(skipped, paths, options.sweep_dir);
   summary.not_measured = missing.size();
 
@@ -144,7 +147,7 @@ ReportSummary write_report(const std::vector<ConfigRow>& rows, const std::vector
   write_file(outdir, "table.tex", [&](std::ostream& f) { write_headline_latex(f, headline); });
   const auto figures = write_figures(rows, outdir);
   for (const auto& f : figures)
-    if (f.has_data) render_gnuplot(outdir, f.name);
+    if (f.has_data && summary.gnuplot) render_gnuplot(outdir, f.name);
 
   int64_t files = 0;
   for (const auto& r : rows) files += r.runs;
@@ -160,6 +163,7 @@ ReportSummary write_report(const std::vector<ConfigRow>& rows, const std::vector
   index << "## Full table\n\nAlso as [table.md](table.md) and [table.csv](table.csv) "
            "(every column, full precision).\n\n"
         << md.str() << "\n";
+  if (!summary.gnuplot) index << "*Figures not rendered: " << no_gnuplot_note() << ".*\n\n";
   write_figure_sections(index, figures, &summary);
   write_file(outdir, "index.md", [&](std::ostream& f) { f << index.str(); });
   return summary;

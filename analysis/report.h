@@ -26,6 +26,7 @@ struct ReportOptions {
 };
 
 struct ReportSummary {
+  bool gnuplot = true;  // false: figures written as .dat + .gp, not rendered (no_gnuplot_note)
   int figures_rendered = 0;
   int figures_skipped = 0;
   size_t not_measured = 0;

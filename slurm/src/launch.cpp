@@ -108,7 +108,7 @@ std::vector<SubmittedJob> submit_sweep(const Sweep& sweep, const RenderedSweep& 
       submitted += (submitted.empty() ? "" : " ") + jobs.back().job_id;
     }
     jobs.push_back({"analysis", rendered.analysis_script,
-                    sbatch({"--dependency=afterok:" + dependency}, rendered.analysis_script, rendered.sweep_dir)});
+                    sbatch({"--dependency=afterany:" + dependency}, rendered.analysis_script, rendered.sweep_dir)});
   } catch (const UserError& e) {
     if (submitted.empty()) throw;
     throw user_error(e.what(), "; already submitted: ", submitted, " (scancel ", submitted, ")");

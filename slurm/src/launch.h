@@ -1,6 +1,7 @@
 #pragma once
 // Starting a rendered sweep: on Slurm (sbatch the arrays, then the analysis job with
-// --dependency=afterok on all of them), or on this machine without Slurm (each configuration in
+// --dependency=afterany on all of them: it runs once every task ended, failed ones included, and
+// the report lists what has no result), or on this machine without Slurm (each configuration in
 // turn under `mpiexec -n <ranks>`, then hlp-analyze), printing one progress line per job.
 #include <string>
 #include <vector>

@@ -63,7 +63,7 @@ int run(int argc, char** argv) {
       ("help,h", "print this help")
       ("site", po::value(&site_text)->required(), "local, psc-bridges2 or generic (#SBATCH lines, partitions)")
       ("out", po::value(&out_dir), "directory of the rendered sweep (default slurm/out/<sweep name>)")
-      ("submit", po::bool_switch(&submit), "sbatch the arrays, then the analysis job (afterok); print the job ids")
+      ("submit", po::bool_switch(&submit), "sbatch the arrays, then the analysis job (afterany: once every task ended); print the job ids")
       ("run-local", po::bool_switch(&run_local), "no Slurm: run each configuration with mpiexec -n <ranks>, then hlp-analyze")
       ("results-dir", po::value(&results_dir), "where the .h5 files go (default: the job file's results-dir, inside --out)")
       ("report-dir", po::value(&report_dir), "where the report goes (default: the job file's report-dir, inside --out)")

@@ -4,7 +4,7 @@
 //
 //   <out>/<sweep>-n<ranks>.sbatch     one job array per resource shape
 //   <out>/<sweep>-analyze.sbatch      hlp-analyze report, after the arrays
-//   <out>/submit.sh                   sbatch the arrays, then the analysis with afterok
+//   <out>/submit.sh                   sbatch the arrays, then the analysis with afterany
 //   <out>/configs/<config>.ini        what hlp-train reads with --config
 //   <out>/results/<config>.h5, <out>/report/, <out>/logs/, <out>/checkpoints/<config>/
 #include <map>

@@ -13,6 +13,6 @@ for script in {{array_scripts}}; do
   array_ids+=("$id")
 done
 dependency=$(IFS=:; echo "${array_ids[*]}")
-id=$(sbatch --parsable --dependency=afterok:"$dependency" {{analysis_script}})
+id=$(sbatch --parsable --dependency=afterany:"$dependency" {{analysis_script}})
 echo "analysis {{analysis_script}}: job ${id%%;*} (after $dependency)"
 echo "results: {{results_dir}}   report: {{report_dir}}   logs: {{log_dir}}"

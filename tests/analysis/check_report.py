@@ -89,11 +89,20 @@ if first:
     expect(r.returncode == 0 and os.path.exists(os.path.join(args.outdir, first + ".png")),
            f"gnuplot {first}.gp re-renders: {r.stderr}")
 
-# gnuplot missing: a clear error, not a crash.
+# gnuplot missing: the tables, CSV and the figures' data and scripts are written, one note line.
 env = dict(os.environ, PATH="/nonexistent")
-r = subprocess.run([os.path.abspath(args.analyze), "report", args.input, "-o", args.outdir + "-nognuplot"],
+nognu = args.outdir + "-nognuplot"
+shutil.rmtree(nognu, ignore_errors=True)
+r = subprocess.run([os.path.abspath(args.analyze), "report", args.input, "-o", nognu],
                    capture_output=True, text=True, env=env, timeout=60)
-expect(r.returncode == 1 and "gnuplot is not on PATH" in r.stderr, f"missing gnuplot: {r.returncode} {r.stderr}")
+notes = [l for l in r.stderr.splitlines() if "gnuplot is not on PATH" in l]
+expect(r.returncode == 0 and len(notes) == 1, f"missing gnuplot: exit {r.returncode}, one note line: {r.stderr}")
+for t in ("index.md", "table.md", "table.csv", "headline.md", "table.tex"):
+    expect(os.path.exists(os.path.join(nognu, t)), f"without gnuplot: {t} written")
+expect(not any(n.endswith(".png") for n in os.listdir(nognu)) if os.path.isdir(nognu) else False,
+       "without gnuplot: nothing rendered")
+expect("Figures not rendered: gnuplot is not on PATH" in open(os.path.join(nognu, "index.md")).read()
+       if os.path.exists(os.path.join(nognu, "index.md")) else False, "index.md says the figures are not rendered")
 
 if args.trace:
     out = os.path.join(args.outdir, "trace.json")

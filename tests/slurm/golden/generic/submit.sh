@@ -13,6 +13,6 @@ for script in golden-n2.sbatch golden-n8.sbatch golden-n16.sbatch; do
   array_ids+=("$id")
 done
 dependency=$(IFS=:; echo "${array_ids[*]}")
-id=$(sbatch --parsable --dependency=afterok:"$dependency" golden-analyze.sbatch)
+id=$(sbatch --parsable --dependency=afterany:"$dependency" golden-analyze.sbatch)
 echo "analysis golden-analyze.sbatch: job ${id%%;*} (after $dependency)"
 echo "results: @SWEEP_DIR@/results   report: @SWEEP_DIR@/report   logs: @SWEEP_DIR@/logs"
