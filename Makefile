@@ -61,11 +61,12 @@ test: deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_FLAGS)
 
 # The local sweep: every configuration of jobs/local.ini through mpiexec on this machine, one
-# progress line each, then hlp-analyze -> report/index.md. No Slurm needed.
+# progress line each, then hlp-analyze -> report/index.md. No Slurm needed. --rerun: `make run`
+# measures the build it just made, also where an earlier run left complete results.
 run: deps
 	$(MAKE) build-run
 	$(BUILD_DIR)/bin/hlp-sweep jobs/local.ini --site local --out $(BUILD_DIR)/sweeps/local \
-	    --results-dir results/local --report-dir report --run-local
+	    --results-dir results/local --report-dir report --run-local --rerun
 	@echo "[run] results: results/local/*.h5   report: report/index.md"
 
 # Benchmarks print ratios measured in one run (absolute times vary with the machine's load).

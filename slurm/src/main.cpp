@@ -13,6 +13,7 @@
 #include "cli/program_options_error.h"
 #include "common/error.h"
 #include "cost.h"
+#include "finished.h"
 #include "launch.h"
 #include "plan_prune.h"
 #include "render.h"
@@ -51,7 +52,7 @@ StepTimes step_times(const PlanPrune& prune, const Sweep& sweep, bool cpu_ranks,
 
 int run(int argc, char** argv) {
   std::string job_path, site_text, out_dir, hlp_bin, template_dir, mpiexec, results_dir, report_dir;
-  bool submit = false, run_local = false, list = false, no_plan = false;
+  bool submit = false, run_local = false, list = false, no_plan = false, rerun = false;
   po::options_description options(
       "hlp-sweep JOBFILE --site local|psc-bridges2|generic [--out DIR] [--submit | --run-local]\n"
       "Expands an experiment file (jobs/README.md) into one Slurm job array per resource shape plus\n"
@@ -68,6 +69,7 @@ int run(int argc, char** argv) {
       ("results-dir", po::value(&results_dir), "where the .h5 files go (default: the job file's results-dir, inside --out)")
       ("report-dir", po::value(&report_dir), "where the report goes (default: the job file's report-dir, inside --out)")
       ("list", po::bool_switch(&list), "print the configurations and exit (writes nothing)")
+      ("rerun", po::bool_switch(&rerun), "run every configuration again, also those whose result file is already complete (by default they are left out, listed once)")
       ("no-plan", po::bool_switch(&no_plan), "keep every GPU configuration (by default hlp-plan predicts each one's memory per rank on the site's gpu-type and those that cannot fit are left out)")
       ("hlp-bin", po::value(&hlp_bin), "directory with hlp-train and hlp-analyze (default: next to hlp-sweep)")
       ("templates", po::value(&template_dir)->default_value(HLP_SWEEP_TEMPLATE_DIR), "directory of the sbatch templates")
@@ -109,6 +111,21 @@ int run(int argc, char** argv) {
   render.template_dir = template_dir;
   render.results_dir = results_dir;
   render.report_dir = report_dir;
+  if (!rerun) {  // idempotent: what finished stays finished, nothing of it is overwritten
+    const std::string results = results_dir_for(job, render);
+    const auto finished = skip_finished(sweep, results);
+    if (!finished.empty()) {
+      std::cout << "finished (complete result file in " << results << ", left out; --rerun runs them again):";
+      for (const std::string& name : finished) std::cout << " " << name;
+      std::cout << "\n";
+    }
+    if (sweep.configs.empty()) {
+      std::cout << "sweep '" << sweep.name << "': every configuration has a complete result; "
+                << "nothing to run (the report: hlp-analyze report " << results << "; --rerun "
+                << "to run them again)\n";
+      return 0;
+    }
+  }
   PlanPrune prune;
   const std::string gpu = site_gpu_type(site_name(site), job);
   const std::string plan_bin = (fs::path(render.hlp_bin) / "hlp-plan").string();
@@ -147,7 +164,7 @@ int run(int argc, char** argv) {
     std::cout << "  " << std::left << std::setw(30) << rendered.array_scripts[i] << " "
               << sweep.shapes[i].config_indices.size() << " task(s) of " << sweep.shapes[i].ranks << " rank(s)\n";
   std::cout << "  " << std::left << std::setw(30) << rendered.analysis_script << " "
-            << "hlp-analyze report, after all arrays succeed\n";
+            << "hlp-analyze report, once every task ended\n";
   {
     std::ofstream cost_file(fs::path(rendered.sweep_dir) / "cost.txt");
     for (const std::string& line : cost_lines(cost)) {

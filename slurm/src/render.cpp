@@ -97,14 +97,19 @@ std::string fill_template(const std::string& text, const std::map<std::string, s
   return out + text.substr(pos);
 }
 
+std::string results_dir_for(const JobFile& job, const RenderOptions& options) {
+  const fs::path dir = fs::absolute(options.out_dir).lexically_normal();
+  return options.results_dir.empty()
+             ? resolve(dir, job.setting(site_name(options.site), "results-dir", "results")).string()
+             : fs::absolute(options.results_dir).lexically_normal().string();
+}
+
 RenderedSweep render_sweep(const JobFile& job, const Sweep& sweep, const RenderOptions& options) {
   const std::string site = site_name(options.site);
   const fs::path dir = fs::absolute(options.out_dir).lexically_normal();
   RenderedSweep rendered;
   rendered.sweep_dir = dir.string();
-  rendered.results_dir = options.results_dir.empty()
-                             ? resolve(dir, job.setting(site, "results-dir", "results")).string()
-                             : fs::absolute(options.results_dir).lexically_normal().string();
+  rendered.results_dir = results_dir_for(job, options);
   rendered.report_dir = options.report_dir.empty()
                             ? resolve(dir, job.setting(site, "report-dir", "report")).string()
                             : fs::absolute(options.report_dir).lexically_normal().string();

@@ -40,6 +40,9 @@ std::string fill_template(const std::string& text, const std::map<std::string, s
 std::string shell_quote(const std::string& word);
 
 // Writes every file of the sweep; throws UserError when a directory or template is unusable.
+// Where the result files go: --results-dir, else the job file's results-dir under --out.
+std::string results_dir_for(const JobFile& job, const RenderOptions& options);
+
 RenderedSweep render_sweep(const JobFile& job, const Sweep& sweep, const RenderOptions& options);
 
 }  // namespace hlp::sweep

@@ -2,7 +2,8 @@
 # cluster_test.sh ok|failing_task|requeue : hlp-sweep --submit on the project's one-machine Slurm
 # (slurm/local-cluster.sh), with the hlp-train STAND-IN as the task program (sweep mechanics
 # only; a real MPI program, 2 strategies x 2 rank counts). Brings the cluster up and always down.
-#   ok            every task completes, results are complete, the analysis job writes the report
+#   ok            every task completes, results are complete, the analysis job writes the report;
+#                 submitted again, the finished sweep runs nothing and changes no file
 #   failing_task  one strategy fails: `local-cluster.sh wait` names the failed array tasks, and
 #                 the analysis job (afterany) still runs and its report lists the failed ones
 #   requeue       USR1 to a running task (as Slurm does before the time limit): the script forwards
@@ -40,6 +41,17 @@ ok)
   [ "$(h5_int_attr "$work/out/results/ddp-n2.h5" world_size)" = 2 ] || fail "ddp-n2 did not run as one 2-rank MPI world"
   [ "$(grep -c '^- ' "$work/out/report/index.md")" = 4 ] || fail "the analysis job did not report the 4 results"
   [ -s "$work/out/logs/tiny-n2-1.out" ] || fail "no per-task log tiny-n2-1.out"
+  # Resubmitted, a finished sweep runs nothing and overwrites nothing (issue 39).
+  sums=$(cd "$work/out/results" && sha256sum *.h5)
+  submitted=$(cat "$work/out/submitted.txt")
+  "$HLP_BIN_DIR/hlp-sweep" "$work/sweep.ini" --site local --out "$work/out" --hlp-bin "$work/bin" \
+      --submit > "$work/resubmit.out"
+  cat "$work/resubmit.out"
+  grep -q "every configuration has a complete result; nothing to run" "$work/resubmit.out" \
+    || fail "a finished sweep was submitted again"
+  [ "$(cat "$work/out/submitted.txt")" = "$submitted" ] || fail "the resubmission submitted jobs"
+  [ "$(cd "$work/out/results" && sha256sum *.h5)" = "$sums" ] || fail "the resubmission changed a result file"
+  [ -z "$(squeue -h -o %i 2>/dev/null)" ] || fail "jobs are queued after resubmitting a finished sweep"
   ;;
 failing_task)
   set +e

@@ -1,7 +1,8 @@
 #!/bin/bash
 # hlp-sweep --run-local with the hlp-train STAND-IN (sweep mechanics only; the real trainer is
 # tested in tests/e2e): every configuration runs under mpiexec with its rank count, one progress
-# line each, a failing configuration is reported and counted, the analysis still runs.
+# line each, a failing configuration is reported and counted, the analysis still runs; run
+# again, the complete results are left out and untouched, --rerun runs everything.
 set -euo pipefail
 source "$HLP_SOURCE_DIR/tests/slurm/lib.sh"
 work=$(mktemp -d /tmp/hlp-run-local.XXXXXX); trap 'rm -rf "$work"' EXIT
@@ -40,4 +41,26 @@ grep -Eq '^\[3/4\] fsdp n=1 \.\.\. FAILED \(exit 3\) [0-9.]+ s: stand-in hlp-tra
 grep -q 'failing on purpose' "$work/out/logs/fsdp-n1.log" || fail "the failing task's log lacks its stderr"
 grep -q '^2 of 4 configurations ok' "$work/stdout2" || fail "no summary line"
 [ "$(grep -c '^- ' "$work/out/report/index.md")" = 2 ] || fail "the report should list the 2 results"
+
+# Idempotent (issue 39): the 2 complete results are left out and untouched, the failed ones run.
+sums() { (cd "$work/out/results" && sha256sum ddp-n1.h5 ddp-n2.h5); }
+before=$(sums)
+"$HLP_BIN_DIR/hlp-sweep" "$work/tiny.ini" --site local --out "$work/out" --hlp-bin "$work/bin" \
+    --mpiexec "${HLP_MPIEXEC:-mpiexec}" --run-local > "$work/stdout3"
+cat "$work/stdout3"
+grep -q '^finished (complete result file in .*, left out; --rerun runs them again): ddp-n1 ddp-n2$' \
+  "$work/stdout3" || fail "the finished configurations are not listed once"
+grep -Eq '^\[2/2\] fsdp n=2 \.\.\. ok' "$work/stdout3" || fail "the 2 unfinished configurations did not run"
+[ "$(sums)" = "$before" ] || fail "a complete result file was rewritten"
+# Everything finished: nothing runs, nothing is written.
+"$HLP_BIN_DIR/hlp-sweep" "$work/tiny.ini" --site local --out "$work/out" --hlp-bin "$work/bin" \
+    --mpiexec "${HLP_MPIEXEC:-mpiexec}" --run-local > "$work/stdout4"
+grep -q "every configuration has a complete result; nothing to run" "$work/stdout4" \
+  || { cat "$work/stdout4"; fail "a finished sweep ran again"; }
+! grep -q '^\[' "$work/stdout4" || fail "a finished sweep started a configuration"
+[ "$(sums)" = "$before" ] || fail "a finished sweep rewrote a result file"
+# --rerun runs all of them again.
+"$HLP_BIN_DIR/hlp-sweep" "$work/tiny.ini" --site local --out "$work/out" --hlp-bin "$work/bin" \
+    --mpiexec "${HLP_MPIEXEC:-mpiexec}" --run-local --rerun > "$work/stdout5"
+grep -q '^4 of 4 configurations ok' "$work/stdout5" || { cat "$work/stdout5"; fail "--rerun did not run all 4"; }
 say "ok"
