@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <tuple>
@@ -160,18 +161,27 @@ double tokens_per_device(const ConfigRow& row) {
   return t ? t->median / double(row.world_size()) : std::nan("");
 }
 
+namespace {
+
+// The tokens/s statistics of a row per device (global / world size).
+std::optional<Stat> per_device_tokens(const ConfigRow& r) {
+  const Stat* s = stat(r, schema::kTokensPerS);
+  if (!s) return std::nullopt;
+  Stat d = *s;
+  const double n = double(r.world_size());
+  d.median /= n;
+  d.min /= n;
+  d.max /= n;
+  d.q1 /= n;
+  d.q3 /= n;
+  return d;
+}
+
+}  // namespace
+
 bool throughput_tie(const ConfigRow& a, const ConfigRow& b) {
-  // per device: the ranges scale by 1 / world size, which the group shares
-  const Stat* x = stat(a, schema::kTokensPerS);
-  const Stat* y = stat(b, schema::kTokensPerS);
-  if (!x || !y) return false;
-  Stat xs = *x, ys = *y;
-  for (Stat* s : {&xs, &ys}) {
-    const double n = double(s == &xs ? a.world_size() : b.world_size());
-    s->q1 /= n;
-    s->q3 /= n;
-  }
-  return iqr_overlap(&xs, &ys);
+  const auto x = per_device_tokens(a), y = per_device_tokens(b);
+  return x && y && iqr_overlap(&*x, &*y);
 }
 
 bool memory_tie(const ConfigRow& a, const ConfigRow& b) {
