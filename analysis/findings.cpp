@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <set>
 #include <tuple>
 
+#include "analysis/number_text.h"
 #include "metrics/schema.h"
 
 namespace hlp::analysis {
@@ -33,12 +33,6 @@ const Part kMemoryParts[] = {{schema::kActivationBytes, "activations"},
                              {schema::kParamBytes, "parameters"},
                              {schema::kGradBytes, "gradients"},
                              {schema::kOptimizerBytes, "optimizer state"}};
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 double zero_if_nan(double v) { return std::isnan(v) ? 0.0 : v; }
 

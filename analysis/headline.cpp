@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <ostream>
 #include <set>
 
 #include "analysis/findings.h"
+#include "analysis/number_text.h"
 #include "metrics/schema.h"
 
 namespace hlp::analysis {
@@ -17,12 +17,8 @@ namespace {
 const std::set<std::string> kMeshColumns = {"strategy", "dp", "pp", "tp", "cp", "world_size",
                                             "micro_batches", "pp_split", "pp_schedule", "pp_virtual"};
 
-std::string fmt(const char* f, double v) {
-  if (std::isnan(v)) return "–";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+// a headline cell: "–" where the value does not apply
+std::string cell(const char* f, double v) { return fmt_or(f, v, "–"); }
 
 HeadlineRow headline_of(const ConfigRow& r, const Group& g, const std::vector<ConfigRow>& rows) {
   HeadlineRow h;
@@ -56,9 +52,9 @@ std::vector<std::vector<std::string>> cells(const std::vector<HeadlineRow>& rows
   std::vector<std::vector<std::string>> out;
   for (const auto& r : rows)
     out.push_back({r.strategy, std::to_string(r.devices), std::to_string(r.context),
-                   fmt("%.0f", r.tokens_per_s_per_device), fmt("%.3g", r.peak_gib_per_device),
-                   fmt("%.1f", 100 * r.mfu), fmt("%.2f", r.scaling_efficiency),
-                   fmt("%.1f", 100 * r.comm_exposed), fmt("%.1f", 100 * r.bubble)});
+                   cell("%.0f", r.tokens_per_s_per_device), cell("%.3g", r.peak_gib_per_device),
+                   cell("%.1f", 100 * r.mfu), cell("%.2f", r.scaling_efficiency),
+                   cell("%.1f", 100 * r.comm_exposed), cell("%.1f", 100 * r.bubble)});
   return out;
 }
 

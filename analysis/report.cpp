@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,18 +10,13 @@
 #include "analysis/figures.h"
 #include "analysis/gnuplot.h"
 #include "analysis/headline.h"
+#include "analysis/number_text.h"
 #include "analysis/table_writer.h"
 #include "common/error.h"
 
 namespace hlp::analysis {
 namespace fs = std::filesystem;
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 template <typename Writer>
 void write_file(const std::string& outdir, const std::string& name, Writer write) {

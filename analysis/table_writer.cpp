@@ -2,9 +2,9 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 
+#include "analysis/number_text.h"
 #include "metrics/schema.h"
 
 namespace hlp::analysis {
@@ -76,12 +76,8 @@ const std::vector<MetricColumn>& metric_columns() {
   return cols;
 }
 
-std::string fmt(const char* f, double v) {
-  if (std::isnan(v)) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+// a Markdown cell: empty where the value is absent (md_or_dash shows "–")
+std::string cell(const char* f, double v) { return fmt_or(f, v, ""); }
 
 // The shortest text that reads back as the same double: full precision without noise digits
 // (0.4, not 0.40000000000000002).
@@ -170,35 +166,35 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
   cols.push_back({"steps", [](const ConfigRow& r) { return std::to_string(r.steps_used); }});
   cols.push_back({"step time ms [min–max]", [](const ConfigRow& r) {
                     const auto st = r.stats.count(schema::kStepTime) ? r.stats.at(schema::kStepTime) : Stat{};
-                    return st.n ? fmt("%.1f", st.median * 1e3) + " [" + fmt("%.1f", st.min * 1e3) +
-                                      "–" + fmt("%.1f", st.max * 1e3) + "]"
+                    return st.n ? cell("%.1f", st.median * 1e3) + " [" + cell("%.1f", st.min * 1e3) +
+                                      "–" + cell("%.1f", st.max * 1e3) + "]"
                                 : "";
                   }});
   cols.push_back({"tok/s [min–max]", [](const ConfigRow& r) {
                     const auto tp = r.stats.count(schema::kTokensPerS) ? r.stats.at(schema::kTokensPerS) : Stat{};
-                    return tp.n ? fmt("%.0f", tp.median) + " [" + fmt("%.0f", tp.min) + "–" +
-                                      fmt("%.0f", tp.max) + "]"
+                    return tp.n ? cell("%.0f", tp.median) + " [" + cell("%.0f", tp.min) + "–" +
+                                      cell("%.0f", tp.max) + "]"
                                 : "";
                   }});
   cols.push_back({"tok/s/dev", [](const ConfigRow& r) {
                     const auto tp = r.stats.count(schema::kTokensPerS) ? r.stats.at(schema::kTokensPerS) : Stat{};
-                    return tp.n ? fmt("%.0f", tp.median / double(r.world_size())) : "";
+                    return tp.n ? cell("%.0f", tp.median / double(r.world_size())) : "";
                   }});
-  cols.push_back({"peak MiB", [=](const ConfigRow& r) { return fmt("%.2f", r.peak_bytes_max / kMiB); }});
+  cols.push_back({"peak MiB", [=](const ConfigRow& r) { return cell("%.2f", r.peak_bytes_max / kMiB); }});
   // hlp-plan's predictions (written by hlp-train before its first step), where some row has them
   bool any_plan = false;
   for (const auto& r : rows)
     any_plan = any_plan || !std::isnan(r.predicted_peak_bytes_max) || !std::isnan(r.plan_tokens_per_s);
   if (any_plan) {
     cols.push_back({"peak predicted MiB", [=](const ConfigRow& r) {
-                      return fmt("%.2f", r.predicted_peak_bytes_max / kMiB);
+                      return cell("%.2f", r.predicted_peak_bytes_max / kMiB);
                     }});
     cols.push_back({"peak pred / meas", [](const ConfigRow& r) {
-                      return fmt("%.3f", r.predicted_peak_bytes_max / r.peak_bytes_max);
+                      return cell("%.3f", r.predicted_peak_bytes_max / r.peak_bytes_max);
                     }});
-    cols.push_back({"tok/s predicted", [](const ConfigRow& r) { return fmt("%.0f", r.plan_tokens_per_s); }});
+    cols.push_back({"tok/s predicted", [](const ConfigRow& r) { return cell("%.0f", r.plan_tokens_per_s); }});
     cols.push_back({"tok/s pred / meas", [](const ConfigRow& r) {
-                      return fmt("%.2f", r.plan_tokens_per_s / r.median(schema::kTokensPerS));
+                      return cell("%.2f", r.plan_tokens_per_s / r.median(schema::kTokensPerS));
                     }});
   }
   for (auto [header, metric] : {std::pair{"params MiB", schema::kParamBytes},
@@ -206,7 +202,7 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
                                 {"optim MiB", schema::kOptimizerBytes},
                                 {"activ. MiB", schema::kActivationBytes}}) {
     const std::string m = metric;
-    cols.push_back({header, [=](const ConfigRow& r) { return fmt("%.2f", r.median(m) / kMiB); }});
+    cols.push_back({header, [=](const ConfigRow& r) { return cell("%.2f", r.median(m) / kMiB); }});
   }
   // hlp-train's prediction (activation_model.h) where some row has it; "–" where not modelled
   bool any_predicted = false;
@@ -214,26 +210,26 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
   if (any_predicted)
     cols.push_back({"activ. predicted MiB", [](const ConfigRow& r) {
                       const double v = r.median(schema::kActivationPredicted);
-                      return std::isnan(v) ? std::string("–") : fmt("%.2f", v / kMiB);
+                      return std::isnan(v) ? std::string("–") : cell("%.2f", v / kMiB);
                     }});
-  cols.push_back({"exposed comm %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.comm_exposed_fraction); }});
+  cols.push_back({"exposed comm %", [](const ConfigRow& r) { return cell("%.1f", 100.0 * r.comm_exposed_fraction); }});
   if (any_pipeline)
     cols.push_back({"pipeline wait %", [](const ConfigRow& r) {
-                      return r.config_int("pp") > 1 ? fmt("%.1f", 100.0 * r.pipeline_wait_fraction) : "";
+                      return r.config_int("pp") > 1 ? cell("%.1f", 100.0 * r.pipeline_wait_fraction) : "";
                     }});
-  cols.push_back({"cpu", [](const ConfigRow& r) { return fmt("%.2f", r.median(schema::kCpuUtil)); }});
-  cols.push_back({"MFU model %", [](const ConfigRow& r) { return fmt("%.2f", 100.0 * r.median(schema::kMfuModel)); }});
-  cols.push_back({"MFU exec %", [](const ConfigRow& r) { return fmt("%.2f", 100.0 * r.median(schema::kMfuExecuted)); }});
+  cols.push_back({"cpu", [](const ConfigRow& r) { return cell("%.2f", r.median(schema::kCpuUtil)); }});
+  cols.push_back({"MFU model %", [](const ConfigRow& r) { return cell("%.2f", 100.0 * r.median(schema::kMfuModel)); }});
+  cols.push_back({"MFU exec %", [](const ConfigRow& r) { return cell("%.2f", 100.0 * r.median(schema::kMfuExecuted)); }});
   if (any_pipeline) {
-    cols.push_back({"bubble (in-process) %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction); }});
-    cols.push_back({"bubble (trace) %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_trace); }});
-    cols.push_back({"bubble theory %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_theory); }});
-    cols.push_back({"bubble simulated %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_simulated); }});
-    cols.push_back({"bubble step theory %", [](const ConfigRow& r) { return fmt("%.1f", 100.0 * r.bubble_fraction_step_theory); }});
+    cols.push_back({"bubble (in-process) %", [](const ConfigRow& r) { return cell("%.1f", 100.0 * r.bubble_fraction); }});
+    cols.push_back({"bubble (trace) %", [](const ConfigRow& r) { return cell("%.1f", 100.0 * r.bubble_fraction_trace); }});
+    cols.push_back({"bubble theory %", [](const ConfigRow& r) { return cell("%.1f", 100.0 * r.bubble_fraction_theory); }});
+    cols.push_back({"bubble simulated %", [](const ConfigRow& r) { return cell("%.1f", 100.0 * r.bubble_fraction_simulated); }});
+    cols.push_back({"bubble step theory %", [](const ConfigRow& r) { return cell("%.1f", 100.0 * r.bubble_fraction_step_theory); }});
   }
-  cols.push_back({"final loss", [](const ConfigRow& r) { return fmt("%.4f", r.final_loss); }});
+  cols.push_back({"final loss", [](const ConfigRow& r) { return cell("%.4f", r.final_loss); }});
   if (any_skipped_column)  // fp16 runs: updates skipped on gradient overflow (all steps)
-    cols.push_back({"skipped steps", [](const ConfigRow& r) { return fmt("%.0f", r.skipped_steps); }});
+    cols.push_back({"skipped steps", [](const ConfigRow& r) { return cell("%.0f", r.skipped_steps); }});
 
   out << "|";
   for (const auto& c : varying) out << " " << c << " |";

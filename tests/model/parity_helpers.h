@@ -3,6 +3,8 @@
 // outputs and every input gradient compared within 1e-10 relative to the largest entry.
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -52,6 +54,28 @@ inline void check_parity(const std::vector<torch::Tensor>& fused, const std::vec
     REQUIRE(fused[i].sizes() == ref[i].sizes());
     CHECK(relative_error(fused[i], ref[i]) < kTol);
   }
+}
+
+// Inputs of the delta-rule parity tests: B 2, T 37 (not a multiple of the chunk 8), H 3, dk 5,
+// dv 7, float64; q, k L2-normalised (q also scaled by dk^-1/2), non-contiguous q, k, v ([B, T, H,
+// d] views of [B, H, T, d] buffers), beta in (0, 1), g <= 0 and a non-zero initial state.
+struct GdnInputs {
+  int64_t chunk = 8;
+  torch::Tensor q, k, v, beta, g, S0;
+};
+inline GdnInputs gdn_parity_inputs() {
+  const int64_t B = 2, T = 37, H = 3, dk = 5, dv = 7;
+  torch::manual_seed(7);
+  auto unit = [](const torch::Tensor& x) { return x / x.norm(2, -1, true); };
+  GdnInputs in;
+  in.q = (unit(torch::randn({B, H, T, dk}, kF64)) / std::sqrt(double(dk))).transpose(1, 2);
+  in.k = unit(torch::randn({B, H, T, dk}, kF64)).transpose(1, 2);
+  in.v = torch::randn({B, H, T, dv}, kF64).transpose(1, 2);
+  in.beta = torch::sigmoid(torch::randn({B, T, H}, kF64));
+  in.g = -torch::softplus(torch::randn({B, T, H}, kF64)) * 0.5;
+  in.S0 = torch::randn({B, H, dk, dv}, kF64) * 0.3;
+  REQUIRE(!in.q.is_contiguous());
+  return in;
 }
 
 }  // namespace hlp::model::testing::parity

@@ -180,17 +180,9 @@ TEST_CASE("kernels: GDN gates beta = sigmoid(b), g = -exp(A_log) softplus(a + dt
 
 TEST_CASE("kernels: gated delta rule fused chunked = reference chunked and recurrent",
           "[model][kernels][gdn]") {
-  const int64_t B = 2, T = 37, H = 3, dk = 5, dv = 7, chunk = 8;  // 37: not a multiple of 8
-  torch::manual_seed(7);
-  auto unit = [](const torch::Tensor& x) { return x / x.norm(2, -1, true); };
-  // non-contiguous q, k, v: [B, T, H, d] views of [B, H, T, d] buffers
-  const auto q = (unit(torch::randn({B, H, T, dk}, kF64)) / std::sqrt(double(dk))).transpose(1, 2);
-  const auto k = unit(torch::randn({B, H, T, dk}, kF64)).transpose(1, 2);
-  const auto v = torch::randn({B, H, T, dv}, kF64).transpose(1, 2);
-  const auto beta = torch::sigmoid(torch::randn({B, T, H}, kF64));
-  const auto g = -torch::softplus(torch::randn({B, T, H}, kF64)) * 0.5;
-  const auto S0 = torch::randn({B, H, dk, dv}, kF64) * 0.3;  // non-zero initial state
-  REQUIRE(!q.is_contiguous());
+  const GdnInputs gdn = gdn_parity_inputs();
+  const int64_t chunk = gdn.chunk;
+  const torch::Tensor &q = gdn.q, &k = gdn.k, &v = gdn.v, &beta = gdn.beta, &g = gdn.g, &S0 = gdn.S0;
   auto leaf = [](const torch::Tensor& t) { return t.detach().clone().requires_grad_(true); };
   auto run = [&](const std::function<GdnResult(const std::vector<torch::Tensor>&)>& core) {
     std::vector<torch::Tensor> in;

@@ -135,16 +135,9 @@ TEST_CASE("lean: JetBlock dynamic convolution and the causal short convolution =
 TEST_CASE("lean: gated delta rule chunked = reference chunked and recurrent (saved and "
           "recomputed states, non-zero initial state, final-state gradient)",
           "[model][lean][gdn]") {
-  const int64_t B = 2, T = 37, H = 3, dk = 5, dv = 7, chunk = 8;  // 37: not a multiple of 8
-  torch::manual_seed(7);
-  auto unit = [](const torch::Tensor& x) { return x / x.norm(2, -1, true); };
-  const auto q = (unit(torch::randn({B, H, T, dk}, kF64)) / std::sqrt(double(dk))).transpose(1, 2);
-  const auto k = unit(torch::randn({B, H, T, dk}, kF64)).transpose(1, 2);
-  const auto v = torch::randn({B, H, T, dv}, kF64).transpose(1, 2);
-  const auto beta = torch::sigmoid(torch::randn({B, T, H}, kF64));
-  const auto g = -torch::softplus(torch::randn({B, T, H}, kF64)) * 0.5;
-  const auto S0 = torch::randn({B, H, dk, dv}, kF64) * 0.3;
-  REQUIRE(!q.is_contiguous());
+  const GdnInputs gdn = gdn_parity_inputs();
+  const int64_t chunk = gdn.chunk;
+  const torch::Tensor &q = gdn.q, &k = gdn.k, &v = gdn.v, &beta = gdn.beta, &g = gdn.g, &S0 = gdn.S0;
   auto as_fn = [](auto core) -> Fn {
     return [core](const std::vector<torch::Tensor>& in) {
       const GdnResult r = core(in);

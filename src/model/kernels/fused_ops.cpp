@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include "model/kernels/cpu_kernels.h"
+#include "model/kernels/optional_tensor.h"
 
 namespace hlp::model::fused {
 
@@ -26,14 +27,8 @@ bool applicable(Kernels kernels, std::initializer_list<torch::Tensor> tensors) {
 
 namespace {
 
-// LibTorch 1.13's Function::apply records device and dtype of every tensor argument, so an
-// optional tensor travels as an empty placeholder and is turned back into "undefined" here.
-torch::Tensor placeholder_if_undefined(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.defined() ? t : torch::empty({0}, like.options());
-}
-torch::Tensor undefined_if_placeholder(const torch::Tensor& t) {
-  return t.numel() == 0 ? torch::Tensor() : t;
-}
+using kernels::placeholder_if_undefined;
+using kernels::undefined_if_placeholder;
 
 struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
   // gate: empty placeholder for a plain RMSNorm

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/autocast_state.h"
+#include "model/kernels/optional_tensor.h"
 
 namespace hlp::model::lean {
 
@@ -54,14 +55,8 @@ AutocastAsInForward::~AutocastAsInForward() {
 
 namespace {
 
-// LibTorch 1.13's Function::apply records device and dtype of every tensor argument, so an
-// absent tensor travels as an empty placeholder.
-torch::Tensor placeholder(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.defined() ? t : torch::empty({0}, like.options());
-}
-torch::Tensor undefined_if_placeholder(const torch::Tensor& t) {
-  return t.numel() == 0 ? torch::Tensor() : t;
-}
+using kernels::placeholder_if_undefined;
+using kernels::undefined_if_placeholder;
 
 // ---- the reference math of each recomputed operation (the modules' own op sequence) ----
 
@@ -156,7 +151,7 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn<F>> {
 template <Reference F>
 tensor_list recompute(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c,
                       const torch::Tensor& d, double p = 0.0, int64_t i = 0) {
-  return RecomputeFn<F>::apply(a, placeholder(b, a), placeholder(c, a), placeholder(d, a), p, i);
+  return RecomputeFn<F>::apply(a, placeholder_if_undefined(b, a), placeholder_if_undefined(c, a), placeholder_if_undefined(d, a), p, i);
 }
 
 }  // namespace
@@ -324,7 +319,7 @@ GdnResult gated_delta_rule_chunked(const torch::Tensor& q, const torch::Tensor& 
                                    const torch::Tensor& v, const torch::Tensor& beta,
                                    const torch::Tensor& g, const torch::Tensor& initial_state,
                                    int64_t chunk_size, GdnStates states) {
-  auto out = GdnLeanFn::apply(q, k, v, beta, g, placeholder(initial_state, v), chunk_size,
+  auto out = GdnLeanFn::apply(q, k, v, beta, g, placeholder_if_undefined(initial_state, v), chunk_size,
                               states == GdnStates::save);
   return {out[0], out[1]};
 }
