@@ -6,6 +6,7 @@
 #include <functional>
 #include <iomanip>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "cli/program_options_error.h"
@@ -294,7 +295,8 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(run, "checkpoint-dir", &C::checkpoint_dir, "directory for checkpoints; empty = none");
   t.add(run, "checkpoint-every", &C::checkpoint_every,
         "checkpoint every K steps (0 = only on SIGTERM/SIGUSR1 and at the end)");
-  t.add_flag(run, "resume", &C::resume, "resume from the newest checkpoint in --checkpoint-dir");
+  t.add_flag(run, "resume", &C::resume, "resume from the newest checkpoint in --checkpoint-dir, appending to this run's --out file "
+             "(its steps before the checkpoint kept; another run's file is refused)");
 
   d.command_only.add_options()("help,h", "print this help and exit")(
       "config", po::value<std::string>(), "read options from this INI file (command line wins)")(
@@ -412,6 +414,22 @@ std::string to_ini(const train::TrainConfig& config) {
   Descriptions d;
   describe(table, d);
   return "# hlp-train resolved configuration\n" + table.ini(config);
+}
+
+std::string identity_ini(const train::TrainConfig& config) {
+  static const std::set<std::string> launch_only = {
+      "steps",          "resume",       "out",         "checkpoint-dir", "checkpoint-every",
+      "flush-every",    "result-reserve-kib", "trace", "loader-threads", "queue-depth",
+      "threads",        "allow-overcommit",   "comm-timeout-s", "eval-every", "save-adapter",
+      "save-merged"};
+  std::istringstream in(to_ini(config));
+  std::string identity;
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find(" = ");
+    if (eq != std::string::npos && launch_only.count(line.substr(0, eq))) continue;
+    identity += line + "\n";
+  }
+  return identity;
 }
 
 }  // namespace hlp::cli

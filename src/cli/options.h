@@ -22,6 +22,10 @@ ParsedArgs parse_train_args(int argc, const char* const* argv);
 
 // The resolved configuration as INI text, readable back by --config (round-trips).
 std::string to_ini(const train::TrainConfig& config);
+// to_ini() without what may change between the launches of one run (--steps, --resume, the
+// output, checkpoint and logging cadence, loader and thread counts): a requeued or extended run
+// appends to its result file only when this is the same (metrics::RunInfo::config_identity).
+std::string identity_ini(const train::TrainConfig& config);
 
 // Checks the values that do not need the world size (choices, ranges, batch arithmetic that
 // is independent of the mesh). Throws hlp::UserError.

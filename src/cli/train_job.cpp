@@ -68,6 +68,7 @@ metrics::RunInfo run_info(const train::RunContext& ctx, const metrics::PeakFlops
     info.mesh_sizes.push_back(mesh.size(axis));
   }
   info.config_ini = to_ini(ctx.config);
+  info.config_identity = identity_ini(ctx.config);
   info.libtorch_version = metrics::libtorch_version();
   info.threads_per_rank = ctx.config.threads;
   info.threads_intra_op = ctx.pools.intra_op;
@@ -125,6 +126,8 @@ class JobRecord {
     wo.expected_steps = c.steps;  // sizes the disk-full reserve
     wo.reserve_bytes = c.result_reserve_kib < 0 ? -1 : c.result_reserve_kib * 1024;
     for (const char* m : metrics::step_extra_metrics(run_.cuda)) wo.extra_metrics.push_back(m);
+    // --resume (a requeued task): the file of this run keeps its steps before the checkpoint's
+    if (c.resume) wo.append_from_step = ctx.resume ? ctx.resume->next_step : 0;
     writer_ = std::make_unique<metrics::ResultWriter>(io_comm, c.out,
                                                       run_info(ctx, peak_, *recorder_), wo);
   }

@@ -29,6 +29,10 @@ struct RunInfo {
   std::vector<std::string> mesh_axes;
   std::vector<int64_t> mesh_sizes;
   std::string config_ini;           // the whole resolved configuration
+  // What makes two launches the same run (the configuration without what may change between
+  // launches of one run: --steps, --resume, output and cadence options). Its FNV-1a hash with
+  // the world size is the file's config_fingerprint; "" = config_ini.
+  std::string config_identity;
   std::string libtorch_version;     // libtorch_version() (torch_info.h) when linked with torch
   int64_t threads_per_rank = 1;     // --threads as resolved (compute threads per rank)
   // The pools as bounded (train/thread_pools.h) and what the node was asked for.
@@ -111,6 +115,12 @@ struct WriterOptions {
   // may leave the file's last flush half-written).
   int64_t expected_steps = 0;
   int64_t reserve_bytes = -1;
+  // Requeue (hlp-train --resume): >= 0 reopens an existing file of the same run (the same
+  // config_fingerprint) and appends to it, keeping its steps and trace rows before this step and
+  // dropping the rest (a checkpoint at step k resumes with step k); a file of another run is
+  // refused (UserError), an absent one is created. A new /segments record names this launch.
+  // -1: create the file, truncating any old one.
+  int64_t append_from_step = -1;
 };
 
 // /summary: per metric, each rank's median over the steps after warm-up, and the max of those.

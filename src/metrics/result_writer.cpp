@@ -21,7 +21,9 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/os_error.h"
 #include "hlp/version.h"
@@ -94,6 +96,7 @@ struct ResultWriter::State {
   std::vector<StepRecord> steps;      // buffered
   std::vector<TraceEvent> events;     // buffered
   std::map<std::string, std::vector<double>> history;  // metric -> this rank's written values
+  double trace_shift_s = 0;   // added to this launch's trace times (a resumed launch: > 0)
   int64_t steps_on_disk = 0;  // steps whose rows and metadata a successful H5Fflush wrote
   // Disk-full reserve: rank 0's file; every rank tracks its stage alike. 0: whole, 1: only
   // the last-resort part left (the trace is dropped), 2: gone (the run stops after this flush).
@@ -309,6 +312,103 @@ struct ResultWriter::State {
                   ENOSPC);
   }
 
+  // COLLECTIVE. Opens the /steps and /trace datasets of a reopened file (check_same_run()
+  // found them all) and drops what a resume at `from_step` recomputes: the /steps columns of
+  // steps >= from_step and the trace rows of those steps, so that every step appears once. The
+  // kept columns of this rank become its history (the /summary medians cover every step);
+  // /summary goes (finish() writes it again).
+  void reopen_layout(int64_t from_step) {
+    const hid_t root = file.get();
+    trace_type = make_trace_row_type();
+    int64_t keep = 0;
+    io([&] {
+      trace_ds.clear();
+      for (const auto& m : metrics) {
+        const std::string name = std::string(schema::kStepsGroup) + "/" + m;
+        metric_ds.emplace(m, h5::dataset(H5Dopen2(root, name.c_str(), H5P_DEFAULT),
+                                         "open " + name));
+      }
+      step_index_ds = h5::dataset(H5Dopen2(root, schema::kStepIndex, H5P_DEFAULT),
+                                  "open /steps/step");
+      for (int r = 0; r < world; ++r) {
+        const std::string name = std::string(schema::kTraceGroup) + "/rank" + std::to_string(r);
+        trace_ds.push_back(h5::dataset(H5Dopen2(root, name.c_str(), H5P_DEFAULT), "open " + name));
+      }
+      // The step numbers, written in order; the columns before the first resumed one stay.
+      // Every rank reads the same: all agree on `keep`.
+      h5::Handle space = h5::space(H5Dget_space(step_index_ds), "/steps/step space");
+      hsize_t n = 0;
+      H5Sget_simple_extent_dims(space, &n, nullptr);
+      std::vector<int64_t> numbers(static_cast<size_t>(n));
+      if (n > 0)
+        h5::check_status(H5Dread(step_index_ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                 numbers.data()),
+                         "read /steps/step");
+      while (keep < static_cast<int64_t>(n) && numbers[static_cast<size_t>(keep)] < from_step)
+        ++keep;
+      // This rank's kept values of every metric: its history.
+      for (const auto& m : metrics) {
+        std::vector<double> values(static_cast<size_t>(keep));
+        if (keep > 0) {
+          h5::Handle fspace = h5::space(H5Dget_space(metric_ds.at(m)), "/steps/" + m);
+          const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
+          const hsize_t cnt[2] = {1, static_cast<hsize_t>(keep)};
+          h5::check_status(
+              H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr),
+              "select /steps/" + m);
+          const hsize_t mem_n = static_cast<hsize_t>(keep);
+          h5::Handle mspace = h5::space(H5Screate_simple(1, &mem_n, nullptr), "/steps/" + m);
+          h5::check_status(H5Dread(metric_ds.at(m), H5T_NATIVE_DOUBLE, mspace, fspace,
+                                   H5P_DEFAULT, values.data()),
+                           "read /steps/" + m);
+        }
+        history[m] = std::move(values);
+      }
+    });
+    // The trace rows of the kept steps (and those outside any step): this rank filters its own
+    // dataset, moving kept rows up where a dropped one came before them.
+    int64_t kept_rows = 0;
+    io([&] {
+      const hid_t ds = trace_ds[static_cast<size_t>(rank)];
+      h5::Handle space = h5::space(H5Dget_space(ds), "trace space");
+      hsize_t n = 0;
+      H5Sget_simple_extent_dims(space, &n, nullptr);
+      std::vector<TraceRow> rows(static_cast<size_t>(n));
+      if (n > 0)
+        h5::check_status(H5Dread(ds, trace_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()),
+                         "read /trace/rank" + std::to_string(rank));
+      std::vector<TraceRow> kept;
+      size_t prefix = 0;  // rows kept in place
+      while (prefix < rows.size() && rows[prefix].step < from_step) ++prefix;
+      for (const auto& row : rows)
+        if (row.step < from_step) kept.push_back(row);
+      kept_rows = static_cast<int64_t>(kept.size());
+      if (kept.size() > prefix) {
+        const hsize_t start[1] = {0};
+        const hsize_t cnt[1] = {static_cast<hsize_t>(kept.size())};
+        write_slab(ds, trace_type, kept.data(), 1, start, cnt,
+                   "rewrite /trace/rank" + std::to_string(rank), xfer_indep);
+      }
+    });
+    trace_rows.assign(static_cast<size_t>(world), 0);
+    MPI_Allgather(&kept_rows, 1, MPI_INT64_T, trace_rows.data(), 1, MPI_INT64_T, comm);
+    io([&] {
+      const hsize_t dims[2] = {static_cast<hsize_t>(world), static_cast<hsize_t>(keep)};
+      for (const auto& m : metrics)
+        h5::check_status(H5Dset_extent(metric_ds.at(m), dims), "shrink /steps/" + m);
+      const hsize_t steps_kept = static_cast<hsize_t>(keep);
+      h5::check_status(H5Dset_extent(step_index_ds, &steps_kept), "shrink /steps/step");
+      for (int r = 0; r < world; ++r) {
+        const hsize_t rows = static_cast<hsize_t>(trace_rows[static_cast<size_t>(r)]);
+        h5::check_status(H5Dset_extent(trace_ds[static_cast<size_t>(r)], &rows),
+                         "shrink /trace/rank" + std::to_string(r));
+      }
+      if (h5::link_exists(root, schema::kSummaryGroup))
+        h5::check_status(H5Ldelete(root, schema::kSummaryGroup, H5P_DEFAULT), "delete /summary");
+    });
+    steps_written = steps_on_disk = keep;
+  }
+
   // One collective write of `count` rows of `mem_type` data into a 1-D or 2-D slab of ds.
   // Ranks with nothing to write pass count 0 (empty selection on both sides).
   void write_slab(hid_t ds, hid_t mem_type, const void* data, int rank_dims, const hsize_t* start,
@@ -357,6 +457,103 @@ std::string lock_result_file(const std::string& path, int* fd_out) {
   }
   *fd_out = fd;
   return "";
+}
+
+
+// FNV-1a, 64 bits, as 16 hex digits: the configuration fingerprint.
+std::string fnv1a_hex(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+std::string run_fingerprint(const std::string& identity, int world) {
+  return fnv1a_hex(identity + "\nworld-size = " + std::to_string(world) + "\n");
+}
+
+// "key = value" lines of an INI text (sections and comments ignored).
+std::map<std::string, std::string> ini_values(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream in(text);
+  std::string line;
+  auto trim = [](std::string v) {
+    const auto a = v.find_first_not_of(" \t"), b = v.find_last_not_of(" \t\r");
+    return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
+  };
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (line.empty() || line[0] == '#' || line[0] == '[' || eq == std::string::npos) continue;
+    values[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return values;
+}
+
+// Rank 0, before a --resume appends to PATH: "" when the file is this run's, else why not (one
+// line, with the fix). Opened read-only with the default driver: nothing is written to a file
+// that is refused.
+std::string check_same_run(const std::string& path, const std::string& identity, int world,
+                           const std::vector<std::string>& metrics) {
+  const std::string fix = ": give this run another --out, or delete the file to start it afresh";
+  const hid_t fid = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (fid < 0) return "cannot reopen result file '" + path + "' to append to it (not an HDF5 file?)" + fix;
+  h5::Handle file(fid, H5Fclose);
+  try {
+    const std::string what = "result file '" + path + "' ";
+    if (!h5::has_attr(file, schema::kAttrSchemaVersion) ||
+        h5::read_attr_int(file, schema::kAttrSchemaVersion) != schema::kSchemaVersion)
+      return what + "is not an HLP result file of schema version " +
+             std::to_string(schema::kSchemaVersion) + fix;
+    if (!h5::has_attr(file, schema::kAttrConfigFingerprint))
+      return what + "has no configuration fingerprint (written before resumable result files), "
+                    "so it cannot be told to be this run's" + fix;
+    const std::string theirs = h5::read_attr_string(file, schema::kAttrConfigFingerprint);
+    const std::string mine = run_fingerprint(identity, world);
+    if (theirs != mine) {
+      std::string diff;
+      const auto stored = ini_values(h5::has_attr(file, schema::kAttrConfig)
+                                         ? h5::read_attr_string(file, schema::kAttrConfig)
+                                         : std::string());
+      int shown = 0;
+      for (const auto& [key, value] : ini_values(identity)) {
+        const auto it = stored.find(key);
+        const std::string old = it == stored.end() ? "(absent)" : "'" + it->second + "'";
+        if (it != stored.end() && it->second == value) continue;
+        if (shown++ < 3) diff += std::string(diff.empty() ? "" : ", ") + key + " " + old +
+                                 " there, '" + value + "' here";
+      }
+      const int64_t their_world = h5::has_attr(file, schema::kAttrWorldSize)
+                                      ? h5::read_attr_int(file, schema::kAttrWorldSize)
+                                      : -1;
+      if (their_world != world)
+        diff += std::string(diff.empty() ? "" : ", ") + std::to_string(their_world) +
+                " rank(s) there, " + std::to_string(world) + " here";
+      if (diff.empty()) diff = "configuration fingerprint " + theirs + ", this run's " + mine;
+      return what + "belongs to another run (" + diff + ")" + fix;
+    }
+    for (const auto& m : metrics)
+      if (!h5::link_exists(file, std::string(schema::kStepsGroup) + "/" + m))
+        return what + "has no /steps/" + m + " (written by another HLP build or device kind)" + fix;
+    for (int r = 0; r < world; ++r)
+      if (!h5::link_exists(file, std::string(schema::kTraceGroup) + "/rank" + std::to_string(r)))
+        return what + "has no /trace/rank" + std::to_string(r) + fix;
+    if (!h5::link_exists(file, schema::kStepIndex)) return what + "has no /steps/step" + fix;
+  } catch (const UserError& e) {
+    return "result file '" + path + "': " + e.what() + fix;
+  }
+  return "";
+}
+
+// One line per segment of a /segments text attribute.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace
@@ -425,7 +622,19 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   MPI_Bcast(&info.peak_flops_per_device, 1, MPI_DOUBLE, 0, comm);
   int64_t device_fields[3] = {info.device_count, info.devices_per_node, info.device_memory_bytes};
   MPI_Bcast(device_fields, 3, MPI_INT64_T, 0, comm);
+  // The Unix time of this launch's trace time 0 (Recorder: event times are relative to the
+  // aligned run start on rank 0's clock).
+  double trace_epoch_unix_s = start_unix_s - (hlp::now_s() - info.clock.run_start_s);
   MPI_Bcast(&start_unix_s, 1, MPI_DOUBLE, 0, comm);
+  MPI_Bcast(&trace_epoch_unix_s, 1, MPI_DOUBLE, 0, comm);
+  const double start_unix_s_of_launch = start_unix_s;  // start_* become the first launch's
+  const std::string launch_time = start_time;
+  if (info.config_identity.empty()) info.config_identity = info.config_ini;
+  bcast_string(info.config_identity, comm);
+  const std::string fingerprint = run_fingerprint(info.config_identity, s.world);
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  int64_t restart_count = restarts && *restarts ? std::atoll(restarts) : 0;
+  MPI_Bcast(&restart_count, 1, MPI_INT64_T, 0, comm);
   const std::string hosts = gather_hosts(comm, s.world);
   const std::vector<double> offsets = gather_double(comm, s.world, info_in.clock.offset_s);
   const std::vector<double> rtts = gather_double(comm, s.world, info_in.clock.rtt_s);
@@ -455,14 +664,29 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     s.reserve_stage = 0;
   }
 
+  // --resume: an existing file of this run is reopened (checked by rank 0 first, read-only).
+  const int64_t from_step = s.options.append_from_step;
+  int reopen = 0;
+  if (from_step >= 0) {
+    std::string problem;
+    if (s.rank == 0 && std::filesystem::exists(path)) {
+      reopen = 1;
+      problem = check_same_run(path, info.config_identity, s.world, s.metrics);
+    }
+    MPI_Bcast(&reopen, 1, MPI_INT, 0, comm);
+    bcast_string(problem, comm);  // every rank says why
+    if (!problem.empty()) throw UserError(problem);
+  }
+
   h5::Handle fapl = h5::plist(H5Pcreate(H5P_FILE_ACCESS), "file access list");
   h5::check_status(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
-  const hid_t fid = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  const hid_t fid = reopen ? H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl)
+                           : H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
   int created = fid >= 0 ? 1 : 0, all_created = 0;
   MPI_Allreduce(&created, &all_created, 1, MPI_INT, MPI_MIN, comm);
   if (!all_created) {
     if (fid >= 0) H5Fclose(fid);
-    throw user_error("cannot create result file '", path,
+    throw user_error("cannot ", reopen ? "reopen" : "create", " result file '", path,
                      "': check that the directory is writable (--out)");
   }
   s.file = h5::Handle(fid, H5Fclose);
@@ -472,6 +696,54 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
     if (s.space_fd < 0)
       throw IoError("open for space allocation: " + os_error_text(errno), errno);
   });
+  s.read_flushed_eoa();  // a reopened file: its end of allocation so far
+
+  // What a reopened file keeps from its earlier launches (read before the root attributes are
+  // rewritten with this launch's values).
+  std::vector<int64_t> seg_first;
+  std::vector<double> seg_start, seg_shift;
+  std::vector<int64_t> seg_restarts;
+  std::vector<std::string> seg_lines;
+  if (reopen) {
+    s.io([&] {
+      const hid_t root = s.file.get();
+      if (h5::has_attr(root, schema::kAttrTraceEpochUnixS)) {
+        const double first_epoch = h5::read_attr_double(root, schema::kAttrTraceEpochUnixS);
+        s.trace_shift_s = trace_epoch_unix_s - first_epoch;
+        trace_epoch_unix_s = first_epoch;
+      }
+      start_time = h5::read_attr_string(root, schema::kAttrStartTime);
+      start_unix_s = h5::read_attr_double(root, schema::kAttrStartUnixS);
+      s.trace_dropped = h5::read_attr_string(root, schema::kAttrTraceDropped);
+      s.trace_dropped_recorded = true;  // kept as it is: a dropped trace stays dropped
+      if (h5::link_exists(root, schema::kSegmentsGroup)) {
+        h5::Handle g = h5::group(H5Gopen2(root, schema::kSegmentsGroup, H5P_DEFAULT),
+                                 "open /segments");
+        seg_first = h5::read_attr_ints(g, schema::kSegFirstStep);
+        seg_start = h5::read_attr_doubles(g, schema::kSegStartUnixS);
+        seg_shift = h5::read_attr_doubles(g, schema::kSegTraceShiftS);
+        seg_restarts = h5::read_attr_ints(g, schema::kSegSlurmRestartCount);
+        seg_lines = split_lines(h5::read_attr_string(g, schema::kSegLaunches));
+      }
+    });
+    // segments whose steps all go (they start at or after the resumed step) are dropped
+    size_t keep = 0;
+    while (keep < seg_first.size() && seg_first[keep] < from_step) ++keep;
+    seg_first.resize(keep);
+    seg_start.resize(keep);
+    seg_shift.resize(keep);
+    seg_restarts.resize(keep);
+    seg_lines.resize(keep);
+  }
+  const int64_t first_step = reopen ? from_step : std::max<int64_t>(0, from_step);
+  seg_first.push_back(first_step);
+  seg_start.push_back(start_unix_s_of_launch);
+  seg_shift.push_back(s.trace_shift_s);
+  seg_restarts.push_back(restart_count);
+  seg_lines.push_back("first_step=" + std::to_string(first_step) + " start=" + launch_time +
+                      " slurm_job=" + (slurm_job.empty() ? "-" : slurm_job) +
+                      " restart=" + std::to_string(restart_count) + " hosts=" + hosts +
+                      " mpi=" + mpi_version.substr(0, mpi_version.find('\n')));
   s.xfer = h5::plist(H5Pcreate(H5P_DATASET_XFER), "transfer list");
   h5::check_status(H5Pset_dxpl_mpio(s.xfer, s.options.collective_writes ? H5FD_MPIO_COLLECTIVE
                                                                       : H5FD_MPIO_INDEPENDENT),
@@ -502,9 +774,11 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrTorchVersion, info.libtorch_version);
   h5::write_attr(root, schema::kAttrMpiVersion, mpi_version);
   h5::write_attr(root, schema::kAttrHdf5Version, h5::hdf5_version());
-  h5::write_attr(root, schema::kAttrStartTime, start_time);
+  h5::write_attr(root, schema::kAttrStartTime, start_time);  // the first launch's
   h5::write_attr(root, schema::kAttrEndTime, std::string());
   h5::write_attr(root, schema::kAttrStartUnixS, start_unix_s);
+  h5::write_attr(root, schema::kAttrTraceEpochUnixS, trace_epoch_unix_s);
+  h5::write_attr(root, schema::kAttrConfigFingerprint, fingerprint);
   h5::write_attr(root, schema::kAttrThreadsPerRank, info.threads_per_rank);
   h5::write_attr(root, schema::kAttrThreadsIntraOp, thread_fields[0]);
   h5::write_attr(root, schema::kAttrThreadsInterOp, thread_fields[1]);
@@ -516,7 +790,7 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrNodeThreadsRequested, thread_fields[6]);
   h5::write_attr(root, schema::kAttrOversubscribed, thread_fields[7]);
   h5::write_attr(root, schema::kAttrStoppedReason, std::string());
-  h5::write_attr(root, schema::kAttrTraceDropped, std::string());
+  h5::write_attr(root, schema::kAttrTraceDropped, s.trace_dropped);
   h5::write_attr(root, schema::kAttrPeakFlopsPerDevice, info.peak_flops_per_device);
   h5::write_attr(root, schema::kAttrPeakFlopsSource, info.peak_flops_source);
   h5::write_attr(root, schema::kAttrFlushEvery, static_cast<int64_t>(s.options.flush_every_steps));
@@ -531,55 +805,76 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
   h5::write_attr(root, schema::kAttrCudaDriverVersion, info.cuda_driver_version);
   h5::write_attr(root, schema::kAttrCudaRuntimeVersion, info.cuda_runtime_version);
 
-  // /steps/<metric>: float64 [world, 0 -> unlimited], NaN where a rank reported nothing.
-  {
-    h5::Handle g = h5::group(H5Gcreate2(root, schema::kStepsGroup, H5P_DEFAULT, H5P_DEFAULT,
-                                        H5P_DEFAULT), "create /steps");
-    const hsize_t chunk_steps = static_cast<hsize_t>(std::max(16, s.options.flush_every_steps));
-    const hsize_t dims[2] = {static_cast<hsize_t>(s.world), 0};
-    const hsize_t maxdims[2] = {static_cast<hsize_t>(s.world), H5S_UNLIMITED};
-    const hsize_t chunk[2] = {static_cast<hsize_t>(s.world), chunk_steps};
-    h5::Handle sp = h5::space(H5Screate_simple(2, dims, maxdims), "steps space");
-    h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "steps dcpl");
-    H5Pset_chunk(dcpl, 2, chunk);
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &nan);  // what readers see of unallocated chunks
-    // Parallel HDF5 allocates chunks early; writing fill values into each newly allocated chunk
-    // made every H5Dset_extent a collective write (~0.1 s each at 4 ranks on 2 cores). Every
-    // cell is written right after the extension anyway (NaN where a rank had no value).
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    for (const auto& m : s.metrics) {
-      s.metric_ds.emplace(m, h5::dataset(H5Dcreate2(g, m.c_str(), H5T_IEEE_F64LE, sp, H5P_DEFAULT,
-                                                    dcpl, H5P_DEFAULT),
-                                         "create /steps/" + m));
+  if (reopen) {
+    s.reopen_layout(from_step);
+  } else {
+    // /steps/<metric>: float64 [world, 0 -> unlimited], NaN where a rank reported nothing.
+    {
+      h5::Handle g = h5::group(H5Gcreate2(root, schema::kStepsGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                          H5P_DEFAULT), "create /steps");
+      const hsize_t chunk_steps = static_cast<hsize_t>(std::max(16, s.options.flush_every_steps));
+      const hsize_t dims[2] = {static_cast<hsize_t>(s.world), 0};
+      const hsize_t maxdims[2] = {static_cast<hsize_t>(s.world), H5S_UNLIMITED};
+      const hsize_t chunk[2] = {static_cast<hsize_t>(s.world), chunk_steps};
+      h5::Handle sp = h5::space(H5Screate_simple(2, dims, maxdims), "steps space");
+      h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "steps dcpl");
+      H5Pset_chunk(dcpl, 2, chunk);
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &nan);  // what readers see of unallocated chunks
+      // Parallel HDF5 allocates chunks early; writing fill values into each newly allocated chunk
+      // made every H5Dset_extent a collective write (~0.1 s each at 4 ranks on 2 cores). Every
+      // cell is written right after the extension anyway (NaN where a rank had no value).
+      H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+      for (const auto& m : s.metrics) {
+        s.metric_ds.emplace(m, h5::dataset(H5Dcreate2(g, m.c_str(), H5T_IEEE_F64LE, sp, H5P_DEFAULT,
+                                                      dcpl, H5P_DEFAULT),
+                                           "create /steps/" + m));
+      }
+      const hsize_t dims1[1] = {0}, maxdims1[1] = {H5S_UNLIMITED}, chunk1[1] = {chunk_steps};
+      h5::Handle sp1 = h5::space(H5Screate_simple(1, dims1, maxdims1), "step index space");
+      h5::Handle dcpl1 = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "step index dcpl");
+      H5Pset_chunk(dcpl1, 1, chunk1);
+      H5Pset_fill_time(dcpl1, H5D_FILL_TIME_NEVER);
+      s.step_index_ds = h5::dataset(H5Dcreate2(root, schema::kStepIndex, H5T_STD_I64LE, sp1,
+                                               H5P_DEFAULT, dcpl1, H5P_DEFAULT),
+                                    "create /steps/step");
     }
-    const hsize_t dims1[1] = {0}, maxdims1[1] = {H5S_UNLIMITED}, chunk1[1] = {chunk_steps};
-    h5::Handle sp1 = h5::space(H5Screate_simple(1, dims1, maxdims1), "step index space");
-    h5::Handle dcpl1 = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "step index dcpl");
-    H5Pset_chunk(dcpl1, 1, chunk1);
-    H5Pset_fill_time(dcpl1, H5D_FILL_TIME_NEVER);
-    s.step_index_ds = h5::dataset(H5Dcreate2(root, schema::kStepIndex, H5T_STD_I64LE, sp1,
-                                             H5P_DEFAULT, dcpl1, H5P_DEFAULT),
-                                  "create /steps/step");
+
+    // /trace/rank<N>: compound rows, 0 -> unlimited, one dataset per rank (created by all).
+    {
+      h5::Handle g = h5::group(H5Gcreate2(root, schema::kTraceGroup, H5P_DEFAULT, H5P_DEFAULT,
+                                          H5P_DEFAULT), "create /trace");
+      s.trace_type = make_trace_row_type();
+      const hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
+      h5::Handle sp = h5::space(H5Screate_simple(1, dims, maxdims), "trace space");
+      h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "trace dcpl");
+      H5Pset_chunk(dcpl, 1, chunk);
+      H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);  // as /steps: every row is written right away
+      for (int r = 0; r < s.world; ++r) {
+        const std::string name = "rank" + std::to_string(r);
+        s.trace_ds.push_back(h5::dataset(
+            H5Dcreate2(g, name.c_str(), s.trace_type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+            "create /trace/" + name));
+      }
+      s.trace_rows.assign(static_cast<size_t>(s.world), 0);
+    }
   }
 
-  // /trace/rank<N>: compound rows, 0 -> unlimited, one dataset per rank (created by all).
+  // /segments: this launch beside the earlier ones it appends to
   {
-    h5::Handle g = h5::group(H5Gcreate2(root, schema::kTraceGroup, H5P_DEFAULT, H5P_DEFAULT,
-                                        H5P_DEFAULT), "create /trace");
-    s.trace_type = make_trace_row_type();
-    const hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
-    h5::Handle sp = h5::space(H5Screate_simple(1, dims, maxdims), "trace space");
-    h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE), "trace dcpl");
-    H5Pset_chunk(dcpl, 1, chunk);
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);  // as /steps: every row is written right away
-    for (int r = 0; r < s.world; ++r) {
-      const std::string name = "rank" + std::to_string(r);
-      s.trace_ds.push_back(h5::dataset(
-          H5Dcreate2(g, name.c_str(), s.trace_type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT),
-          "create /trace/" + name));
-    }
-    s.trace_rows.assign(static_cast<size_t>(s.world), 0);
+    h5::Handle g = h5::link_exists(root, schema::kSegmentsGroup)
+                       ? h5::group(H5Gopen2(root, schema::kSegmentsGroup, H5P_DEFAULT),
+                                   "open /segments")
+                       : h5::group(H5Gcreate2(root, schema::kSegmentsGroup, H5P_DEFAULT,
+                                              H5P_DEFAULT, H5P_DEFAULT),
+                                   "create /segments");
+    std::string launches;
+    for (const auto& line : seg_lines) launches += line + "\n";
+    h5::write_attr(g, schema::kSegFirstStep, seg_first);
+    h5::write_attr(g, schema::kSegStartUnixS, seg_start);
+    h5::write_attr(g, schema::kSegTraceShiftS, seg_shift);
+    h5::write_attr(g, schema::kSegSlurmRestartCount, seg_restarts);
+    h5::write_attr(g, schema::kSegLaunches, launches);
   }
   s.flush_file();
 }
@@ -692,9 +987,13 @@ void ResultWriter::write_context_parallel(const ContextParallelInfo& info) {
   State& s = *state_;
   {
     const hid_t root = s.file.get();
-    h5::Handle g = h5::group(H5Gcreate2(root, schema::kContextParallelGroup, H5P_DEFAULT,
-                                        H5P_DEFAULT, H5P_DEFAULT),
-                             "create /context_parallel");
+    h5::Handle g =  // a resumed launch writes over its earlier launch's totals
+        h5::link_exists(root, schema::kContextParallelGroup)
+            ? h5::group(H5Gopen2(root, schema::kContextParallelGroup, H5P_DEFAULT),
+                        "open /context_parallel")
+            : h5::group(H5Gcreate2(root, schema::kContextParallelGroup, H5P_DEFAULT,
+                                   H5P_DEFAULT, H5P_DEFAULT),
+                        "create /context_parallel");
     std::string kinds;
     for (const auto& k : info.exchange_kinds) kinds += (kinds.empty() ? "" : ",") + k;
     h5::write_attr(g, schema::kCpSize, info.cp);
@@ -786,11 +1085,13 @@ void ResultWriter::flush() {
     const hsize_t cnt[2] = {1, static_cast<hsize_t>(count)};
     std::vector<double> row(static_cast<size_t>(count));
     for (const auto& m : s.metrics) {
+      // step_end is a time since the run start, as the trace's: a resumed launch's is shifted
+      const double shift = m == schema::kStepEnd ? s.trace_shift_s : 0.0;
       for (int64_t i = 0; i < count; ++i) {
         const auto& vals = s.steps[static_cast<size_t>(i)].values;
         auto it = vals.find(m);
         row[static_cast<size_t>(i)] =
-            it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+            it == vals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second + shift;
       }
       s.attempt([&] {
         s.write_slab(s.metric_ds.at(m), H5T_NATIVE_DOUBLE, row.data(), 2, start, cnt,
@@ -830,7 +1131,12 @@ void ResultWriter::flush() {
     }
     s.agree();
     {
-      const std::vector<TraceRow> rows = to_trace_rows(s.events);
+      std::vector<TraceRow> rows = to_trace_rows(s.events);
+      if (s.trace_shift_s != 0)  // a resumed launch: onto the first launch's time axis
+        for (auto& row : rows) {
+          row.start_s += s.trace_shift_s;
+          row.end_s += s.trace_shift_s;
+        }
       const int64_t n = counts[static_cast<size_t>(s.rank)];
       s.attempt([&] {  // independent: each rank writes its own dataset; the extents were collective
         if (n == 0) return;

@@ -28,6 +28,13 @@ inline constexpr const char* kAttrHosts = "hosts";                       // stri
 inline constexpr const char* kAttrSlurmJobId = "slurm_job_id";           // string, "" outside Slurm
 inline constexpr const char* kAttrSlurmArrayJobId = "slurm_array_job_id";
 inline constexpr const char* kAttrSlurmArrayTaskId = "slurm_array_task_id";
+// string: 16 hex digits, FNV-1a of the run's identity (RunInfo::config_identity) and the world
+// size; a requeued launch appends only to a file with its own fingerprint. Absent before
+// 2026-11-27.
+inline constexpr const char* kAttrConfigFingerprint = "config_fingerprint";
+// float64: the Unix time of trace time 0 (the first launch's aligned run start); every launch's
+// trace rows are shifted onto it. Absent before 2026-11-27.
+inline constexpr const char* kAttrTraceEpochUnixS = "trace_epoch_unix_s";
 inline constexpr const char* kAttrTorchVersion = "libtorch_version";     // string
 inline constexpr const char* kAttrMpiVersion = "mpi_version";            // string
 inline constexpr const char* kAttrHdf5Version = "hdf5_version";          // string
@@ -188,6 +195,19 @@ inline constexpr const char* kVirtualChunks = "virtual_chunks";
 inline constexpr const char* kBubbleFractionSimulated = "bubble_fraction_simulated";
 inline constexpr const char* kSplit = "split";                          // string
 inline constexpr const char* kMicroBatches = "micro_batches";           // int64
+
+// ---- /segments: attributes, one entry per launch that wrote steps (a requeued run: several) ---
+// Launch i wrote the steps from first_step[i] to first_step[i + 1] - 1 (the last to the end).
+// A launch whose steps were all dropped by a later resume (it never reached a checkpoint past
+// the earlier one) is not listed. Absent before 2026-11-27 (one launch).
+inline constexpr const char* kSegmentsGroup = "/segments";
+inline constexpr const char* kSegFirstStep = "first_step";        // int64 [segments]
+inline constexpr const char* kSegStartUnixS = "start_unix_s";     // float64 [segments]
+inline constexpr const char* kSegTraceShiftS = "trace_shift_s";   // float64 [segments]: added to
+                                                                  // that launch's trace times
+inline constexpr const char* kSegSlurmRestartCount = "slurm_restart_count";  // int64 [segments]
+// string, one line per segment: "first_step=K start=ISO slurm_job=ID hosts=H mpi=V"
+inline constexpr const char* kSegLaunches = "launches";
 
 // ---- /summary: attributes written by finish() (absent in killed files) -------------------------
 // For every step metric <m>: "<m>_median_per_rank" float64 [world] (median over the steps after

@@ -86,6 +86,9 @@ RunContext resolve_run_context(const TrainConfig& requested,
   // and tp partners of one dp rank read the same rows.
   ctx.mesh = std::make_shared<parallel::Mesh>(compute_world, ctx.spec.tp, ctx.spec.pp,
                                               ctx.spec.cp);
+  if (ctx.config.resume)
+    ctx.resume = find_checkpoint(ctx.config.checkpoint_dir, world->rank(),
+                                 to_string(ctx.config.strategy), ctx.mesh->shape_string());
   return ctx;
 }
 

@@ -6,11 +6,13 @@
 #include <mpi.h>
 
 #include <memory>
+#include <optional>
 
 #include "comm/communicator.h"
 #include "common/log.h"
 #include "parallel/mesh.h"
 #include "parallel/registry.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/device.h"
 #include "train/thread_pools.h"
@@ -37,6 +39,9 @@ struct RunContext {
   // every strategy collective runs on the mesh, built over NCCL when that is the backend.
   std::shared_ptr<comm::Communicator> world;
   std::shared_ptr<parallel::Mesh> mesh;
+  // --resume: the newest checkpoint in --checkpoint-dir (nullopt: none, the run starts at step
+  // 0). Found once, before the result file opens: the file keeps the steps before its step.
+  std::optional<CheckpointMeta> resume;
   Log log{"hlp-train", 0};
 };
 

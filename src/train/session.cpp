@@ -136,9 +136,7 @@ void open_data(Session& s) {
   const TrainConfig& c = s.config();
   const parallel::Mesh& mesh = *s.ctx.mesh;
   install_stop_signal_handlers();
-  if (c.resume)
-    s.resume = find_checkpoint(c.checkpoint_dir, s.ctx.world->rank(), to_string(c.strategy),
-                               mesh.shape_string());
+  s.resume = s.ctx.resume;  // found by resolve_run_context
   const data::DataOptions options = data_options_for(c);
   const int dp = mesh.shape().dp, dp_rank = mesh.coord().dp;
   s.loader = s.resume ? std::make_unique<data::Loader>(options, dp_rank, dp,

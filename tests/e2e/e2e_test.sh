@@ -3,7 +3,8 @@
 # tests/e2e/tiny.ini -> hlp-sweep -> (mpiexec | sbatch on the local Slurm) -> hlp-train -> HDF5
 # -> hlp-analyze report. Checks every result file (complete, world size, /steps/loss) and the report.
 # slurm_requeue: tests/e2e/requeue.ini; USR1 to the running task (what --signal=B:USR1@N does
-# before the time limit) -> hlp-train checkpoints, exits 75 -> the task requeues -> resumes.
+# before the time limit) -> hlp-train checkpoints, exits 75 -> the task requeues -> resumes,
+# appending to its result file: every step once, both launches in /segments.
 set -euo pipefail
 source "$HLP_SOURCE_DIR/tests/slurm/lib.sh"
 mode=$1
@@ -22,6 +23,19 @@ if [ "$mode" = slurm_requeue ]; then
     || { cat "$log" >&2; fail "the interrupted task did not complete after its requeue"; }
   grep -q 'requeueing this task' "$log" || { cat "$log" >&2; fail "the task was not requeued after USR1"; }
   grep -q 'starting hlp-train --resume' "$log" || { cat "$log" >&2; fail "the second run did not resume"; }
+  # one result file for both launches: every step 0..299 once, two segments
+  /usr/bin/python3 - "$work"/out/results/*.h5 <<'PY' || fail "the requeued task's result file (kept in $work)"
+import sys, h5py
+assert len(sys.argv) == 2, f"want one result file, got {sys.argv[1:]}"
+with h5py.File(sys.argv[1], "r") as f:
+    steps = list(f["steps/step"][:])
+    assert steps == list(range(300)), f"/steps/step: {len(steps)} rows, want 0..299 once"
+    first = list(f["segments"].attrs["first_step"])
+    assert len(first) == 2 and first[0] == 0 and 0 < first[1] < 300, first
+    launches = f["segments"].attrs["launches"].splitlines()
+    assert all("slurm_job=" in l and "slurm_job=-" not in l for l in launches), launches
+print(f"requeue: steps 0..299 once, segments first_step {first}")
+PY
 elif [ "$mode" = local ]; then
   "$HLP_BIN_DIR/hlp-sweep" "$job" --site local --out "$work/out" --hlp-bin "$HLP_BIN_DIR" \
       --mpiexec "${HLP_MPIEXEC:-mpiexec}" --run-local || fail "hlp-sweep --run-local failed (logs in $work/out/logs)"

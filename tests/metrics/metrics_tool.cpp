@@ -9,6 +9,13 @@
 //   reject FILE DIR                                    (no MPI) foreign/truncated files -> UserError
 //   errors DIR                                         (under mpiexec) writer misuse -> UserError
 //                                                      on every rank, no hang
+//   append DIR                                         (under mpiexec) a requeued run's file:
+//       launch 1 writes steps 0..9 (flush every 3) and stops without finish() (steps 0..8 on
+//       disk), launch 2 resumes at step 6 (its checkpoint) and writes 6..11: the file holds
+//       steps 0..11 once (check), its trace each step's events once, two /segments; a launch of
+//       another run is refused on every rank and the file is unchanged; a resume without a file
+//       creates one.
+#include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -21,6 +28,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "metrics/result_reader.h"
 #include "metrics/result_writer.h"
 #include "metrics/schema.h"
 #include "tool_common.h"
@@ -37,18 +45,7 @@ std::string arg_value(int argc, char** argv, const std::string& flag, const std:
   return dflt;
 }
 
-int run_write(int argc, char** argv) {
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const std::string path = argv[2];
-  const int64_t steps = std::stoll(arg_value(argc, argv, "--steps", "6"));
-  const int flush_every = std::stoi(arg_value(argc, argv, "--flush-every", "2"));
-  const std::string ready_file = arg_value(argc, argv, "--ready-file", "");
-  const std::string export_json = arg_value(argc, argv, "--export", "");
-
-  m::Recorder rec(rank);
-  rec.align_clocks(MPI_COMM_WORLD);
+m::RunInfo test_run_info(int world, const m::Recorder& rec) {
   m::RunInfo info;
   info.strategy = "ddp";
   info.backend = "mpi";
@@ -60,11 +57,13 @@ int run_write(int argc, char** argv) {
   info.peak_flops_per_device = 1.5e11;
   info.peak_flops_source = "test value";
   info.clock = rec.clock();
-  m::WriterOptions opt;
-  opt.flush_every_steps = flush_every;
-  opt.extra_metrics = {kExtraMetric};
-  m::ResultWriter writer(MPI_COMM_WORLD, path, info, opt);
+  return info;
+}
 
+// One launch: the model and pipeline attributes, then steps [first, last) of known values and
+// events through the recorder (the writer's own flushes every K steps; no finish()).
+void write_launch(m::ResultWriter& writer, m::Recorder& rec, int rank, int world, int64_t first,
+                  int64_t last) {
   m::ModelInfo model;
   model.name = "tiny";
   model.pattern = "GGGAGGGS";
@@ -86,7 +85,7 @@ int run_write(int argc, char** argv) {
   pipe.micro_batches = 4;
   writer.write_pipeline(pipe);
 
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = first; step < last; ++step) {
     rec.begin_step(step);
     {
       auto data = rec.span("data_wait", m::Lane::Data, step);
@@ -115,6 +114,25 @@ int run_write(int argc, char** argv) {
     rec.record_step(step, values);
     writer.append(rec);  // collective; flushes every flush_every steps
   }
+}
+
+int run_write(int argc, char** argv) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const std::string path = argv[2];
+  const int64_t steps = std::stoll(arg_value(argc, argv, "--steps", "6"));
+  const int flush_every = std::stoi(arg_value(argc, argv, "--flush-every", "2"));
+  const std::string ready_file = arg_value(argc, argv, "--ready-file", "");
+  const std::string export_json = arg_value(argc, argv, "--export", "");
+
+  m::Recorder rec(rank);
+  rec.align_clocks(MPI_COMM_WORLD);
+  m::WriterOptions opt;
+  opt.flush_every_steps = flush_every;
+  opt.extra_metrics = {kExtraMetric};
+  m::ResultWriter writer(MPI_COMM_WORLD, path, test_run_info(world, rec), opt);
+  write_launch(writer, rec, rank, world, 0, steps);
 
   if (!ready_file.empty()) {
     // Simulate a job killed mid-run: nothing after the last automatic flush reaches the file.
@@ -184,6 +202,110 @@ int run_errors(const std::string& dir) {
   return total;
 }
 
+// A requeue: see the header. Launches are separate writers on the same path, as separate
+// processes would be (each its own recorder, clock and writer lock).
+int run_append(const std::string& dir) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const std::string path = dir + "/requeued.h5";
+  if (rank == 0) std::filesystem::remove(path);
+  MPI_Barrier(MPI_COMM_WORLD);
+  m::WriterOptions opt;
+  opt.flush_every_steps = 3;
+  opt.extra_metrics = {kExtraMetric};
+  {  // launch 1: killed after step 9 (its last flush wrote steps 0..8)
+    m::Recorder rec(rank);
+    rec.align_clocks(MPI_COMM_WORLD);
+    m::WriterOptions first = opt;
+    first.append_from_step = 0;  // --resume without a checkpoint yet: creates the file
+    m::ResultWriter writer(MPI_COMM_WORLD, path, test_run_info(world, rec), first);
+    write_launch(writer, rec, rank, world, 0, 10);
+    EXPECT(writer.steps_written() == 9 && writer.buffered_steps() == 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    m::ResultReader r(path);
+    EXPECT(r.num_steps() == 9 && !r.complete());
+  }
+  {  // launch 2: resumes from the checkpoint at step 6 and finishes
+    m::Recorder rec(rank);
+    rec.align_clocks(MPI_COMM_WORLD);
+    m::WriterOptions second = opt;
+    second.append_from_step = 6;
+    m::ResultWriter writer(MPI_COMM_WORLD, path, test_run_info(world, rec), second);
+    EXPECT(writer.steps_written() == 6);
+    write_launch(writer, rec, rank, world, 6, 12);
+    writer.finish();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  int failures = 0;
+  if (rank == 0) {
+    failures += check_file(path, world, 12, 1);  // steps 0..11 once, values, trace, /summary
+    failures += check_export(path, dir + "/requeued.trace.json", world, 12);
+    m::ResultReader r(path);
+    EXPECT(r.attr_string(schema::kAttrConfigFingerprint).size() == 16);
+    EXPECT(r.has_attr(schema::kAttrTraceEpochUnixS));
+    std::cout << "append: steps 0..11 once after a resume at step 6\n";
+  }
+  // Segments: read with the HDF5 C API, as any reader would.
+  if (rank == 0) {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t g = H5Gopen2(f, schema::kSegmentsGroup, H5P_DEFAULT);
+    EXPECT(g >= 0);
+    const hid_t a = H5Aopen(g, schema::kSegFirstStep, H5P_DEFAULT);
+    int64_t first[4] = {-1, -1, -1, -1};
+    const hid_t sp = H5Aget_space(a);
+    EXPECT(H5Sget_simple_extent_npoints(sp) == 2);
+    H5Aread(a, H5T_NATIVE_INT64, first);
+    EXPECT(first[0] == 0 && first[1] == 6);
+    const hid_t b = H5Aopen(g, schema::kSegTraceShiftS, H5P_DEFAULT);
+    double shift[2] = {-1, -1};
+    H5Aread(b, H5T_NATIVE_DOUBLE, shift);
+    EXPECT(shift[0] == 0.0 && shift[1] > 0.0);  // the second launch started later
+    H5Aclose(b);
+    H5Sclose(sp);
+    H5Aclose(a);
+    H5Gclose(g);
+    H5Fclose(f);
+    std::cout << "append: /segments first_step [" << first[0] << ", " << first[1]
+              << "], trace shift of launch 2 " << shift[1] << " s\n";
+  }
+  // Another run (another configuration) resuming on this file: refused on every rank, with
+  // what differs; the file stays as it was.
+  const auto size_before = rank == 0 ? std::filesystem::file_size(path) : 0;
+  expect_user_error([&] {
+    m::Recorder rec(rank);
+    m::RunInfo info = test_run_info(world, rec);
+    info.config_ini = info.config_identity = "[run]\nstrategy = fsdp2\n";
+    m::WriterOptions other = opt;
+    other.append_from_step = 3;
+    m::ResultWriter writer(MPI_COMM_WORLD, path, info, other);
+  }, "belongs to another run (strategy 'ddp' there, 'fsdp2' here");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    EXPECT(std::filesystem::file_size(path) == size_before);
+    failures += check_file(path, world, 12, 1);
+    std::cout << "append: another run's resume refused, the file unchanged\n";
+  }
+  // A resume whose file is gone: created, starting at the checkpoint's step.
+  {
+    const std::string fresh = dir + "/fresh.h5";
+    if (rank == 0) std::filesystem::remove(fresh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    m::Recorder rec(rank);
+    m::WriterOptions o = opt;
+    o.append_from_step = 4;
+    m::ResultWriter writer(MPI_COMM_WORLD, fresh, test_run_info(world, rec), o);
+    EXPECT(writer.steps_written() == 0);
+    writer.finish();
+  }
+  failures += g_failures;
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,7 +317,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   // Only the writing modes are MPI programs: check/export/reject read like the analysis tool
   // does, without MPI_Init (the parallel HDF5 library with its default file access).
-  const bool uses_mpi = mode == "write" || mode == "errors";
+  const bool uses_mpi = mode == "write" || mode == "errors" || mode == "append";
   if (uses_mpi) MPI_Init(&argc, &argv);
   try {
     if (mode == "write") {
@@ -210,6 +332,9 @@ int main(int argc, char** argv) {
     } else if (mode == "errors") {
       std::filesystem::create_directories(argv[2]);
       rc = run_errors(argv[2]) ? 1 : 0;
+    } else if (mode == "append") {
+      std::filesystem::create_directories(argv[2]);
+      rc = run_append(argv[2]) ? 1 : 0;
     } else if (mode == "reject" && argc >= 4) {
       rc = run_reject(argv[2], argv[3]) ? 1 : 0;
     } else {
