@@ -196,16 +196,19 @@ ActivationParts activation_parts(const ActivationProfile& profile, const model::
   // embedding nothing in the first block saves its input)
   const bool input_kept = first_block > 0 || checkpointing || profile.embedding_trains;
   parts.held = input_kept ? profile.input_bytes : 0.0;
+  ActivationParts unknown;  // a kind the probe did not measure: every part NaN
+  unknown.held = unknown.split_pending = unknown.working = nan;
+  unknown.layer_working = unknown.head_working = unknown.head_saved = nan;
   std::vector<const LayerActivation*> layers;
   for (int64_t l = first_block; l < end_block; ++l) {
     const LayerActivation* a = profile.find(std::string(1, config.pattern.at(size_t(l))));
-    if (!a) return {nan, nan, nan, nan, nan, nan};
+    if (!a) return unknown;
     layers.push_back(a);
     parts.held += checkpointing ? a->saved_checkpointed : a->saved;
     parts.split_pending += a->split_pending;
   }
   const LayerActivation* h = has_head ? profile.find("head") : nullptr;
-  if (has_head && !h) return {nan, nan, nan, nan, nan, nan};
+  if (has_head && !h) return unknown;
   if (h) {
     parts.held += h->saved;
     parts.split_pending += h->split_pending;

@@ -142,13 +142,14 @@ void open_data(Session& s) {
   s.loader = s.resume ? std::make_unique<data::Loader>(options, dp_rank, dp,
                                                        data::Cursor::parse(s.resume->data_cursor))
                       : std::make_unique<data::Loader>(options, dp_rank, dp);
+  s.tokenizer_vocab = s.loader->vocab_size();
 }
 
 // The model the run trains, checked against the registry's rules for its mesh, as this rank's
 // strategy holds it, with --init-from's and --load-adapter's weights.
 void build_strategy(Session& s) {
   const TrainConfig& c = s.config();
-  const RunModel run_model = resolve_run_model(c, s.loader->vocab_size());
+  const RunModel run_model = resolve_run_model(c, s.tokenizer_vocab);
   if (!run_model.vocab_warning.empty()) s.ctx.log.warning("%s", run_model.vocab_warning.c_str());
   parallel::StrategyOptions& so = s.options;
   so.strategy = c.strategy;
@@ -369,6 +370,20 @@ std::unique_ptr<Session> open_session(const RunContext& ctx, const TrainHooks& h
   make_optimizer(*s);
   predict_activations(*s);
   refuse_what_cannot_fit(*s);
+  return s;
+}
+
+std::unique_ptr<Session> open_eval_session(const RunContext& ctx, const TrainHooks& hooks,
+                                           int64_t tokenizer_vocab) {
+  auto s = std::make_unique<Session>(ctx, hooks);
+  const TrainConfig& c = ctx.config;
+  if (ctx.spec.cp > 1)
+    s->cp_shard = std::make_shared<parallel::ContextParallel>(
+        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag);
+  s->split = BatchSplit{1, 1, 1};  // one sequence at a time, the same on every rank
+  s->tokenizer_vocab = tokenizer_vocab;
+  build_strategy(*s);
+  load_weights(*s);
   return s;
 }
 

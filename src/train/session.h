@@ -32,6 +32,7 @@ struct Session {
   std::shared_ptr<parallel::ContextParallel> cp_shard;
   std::optional<CheckpointMeta> resume;  // the checkpoint a --resume starts from
   std::unique_ptr<data::Loader> loader;
+  int64_t tokenizer_vocab = 0;  // ids the tokenizer gives (0: no tokenizer, hlp-eval --tokens)
   parallel::StrategyOptions options;
   std::string base_model_name;  // --model-config's name_or_path, for adapter_config.json
   std::unique_ptr<parallel::Strategy> strategy;
@@ -53,6 +54,11 @@ struct Session {
 // Collective over the world: everything above, then the refusal of a run predicted not to fit
 // (one line, UserError, before the OOM killer would end it).
 std::unique_ptr<Session> open_session(const RunContext& ctx, const TrainHooks& hooks);
+
+// hlp-eval's: this rank's strategy with its weights (--init-from, --load-adapter), for one
+// sequence at a time (split 1 x 1); no loader, no optimizer. Collective over the world.
+std::unique_ptr<Session> open_eval_session(const RunContext& ctx, const TrainHooks& hooks,
+                                           int64_t tokenizer_vocab);
 
 // [rows, T+1] tokens -> M micro-batches of inputs [B, T] and targets [B, T] (shifted by one) on
 // `device`; under cp, this rank's pieces of every row.

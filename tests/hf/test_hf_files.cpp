@@ -211,6 +211,50 @@ TEST_CASE("config.json: Qwen2 configs load, unimplemented fields are named error
   fs::remove_all(dir);
 }
 
+// transformers 5 writes rope_parameters (rope_theta, rope_type) and dtype instead of rope_theta
+// and torch_dtype: this is the config.json of transformers 5.12.1's save_pretrained for a small
+// random Qwen2 (tests/hf/transformers5/make_reference.py), byte for byte.
+TEST_CASE("config.json: transformers 5's dialect (rope_parameters, dtype) loads", "[hf]") {
+  const std::string dir = temp_dir("qwen2_v5");
+  const std::string v5 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": null,
+  "dtype": "float32", "eos_token_id": null, "hidden_act": "silu", "hidden_size": 64,
+  "initializer_range": 0.02, "intermediate_size": 128,
+  "layer_types": ["full_attention", "full_attention"], "max_position_embeddings": 512,
+  "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 4,
+  "num_hidden_layers": 2, "num_key_value_heads": 2, "pad_token_id": null, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "sliding_window": null,
+  "tie_word_embeddings": false, "transformers_version": "5.12.1", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 256})";
+  const auto c = read_hf_config(write_text(dir + "/config.json", v5)).config;
+  CHECK(c.rope_theta == 10000.0);
+  CHECK(c.pattern == "AA");
+  CHECK(c.vocab == 256);
+  CHECK_FALSE(c.tied_embeddings);
+  auto error_of = [&](const std::string& from, const std::string& to) -> std::string {
+    std::string text = v5;
+    text.replace(text.find(from), from.size(), to);
+    try {
+      read_hf_config(write_text(dir + "/bad.json", text));
+    } catch (const hlp::UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(error_of(R"("rope_type": "default")", R"("rope_type": "yarn")"),
+             Catch::Contains("rope_parameters: field 'rope_type'"));
+  CHECK_THAT(error_of(R"("rope_type": "default")", R"("rope_type": "default", "partial_rotary_factor": 0.5)"),
+             Catch::Contains("'partial_rotary_factor'"));
+  CHECK_THAT(error_of(R"("rope_type": "default")", R"("rope_type": "default", "factor": 4.0)"),
+             Catch::Contains("rope_parameters: field 'factor' is not implemented"));
+  CHECK_THAT(error_of(R"("rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"})",
+                      R"("rope_parameters": 10000.0)"),
+             Catch::Contains("'rope_parameters' is not a JSON object"));
+  CHECK_THAT(error_of(R"("dtype": "float32",)", R"("dtype": "float32", "rope_theta": 5.0,)"),
+             Catch::Contains("disagrees with rope_parameters.rope_theta"));
+  fs::remove_all(dir);
+}
+
 // Hostile config.json files (issue 27): every size that divides or allocates is checked before
 // any arithmetic, so a zero head count is a named error, not SIGFPE, and an absurd layer count or
 // width is refused before anything is allocated, not by the OOM killer.

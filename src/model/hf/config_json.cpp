@@ -83,6 +83,12 @@ class Fields {
     os << field << "  <- " << where_ << ": " << key;
     out_.provenance.emplace_back(field_name, os.str());
   }
+  // The fields of the object under `key` (its own unread-key check).
+  Fields object(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_object()) throw user_error(where_, ": field '", key, "' is not a JSON object");
+    return Fields(v, where_ + ": " + key, out_);
+  }
   void note(const char* field_name, const std::string& text) {
     out_.provenance.emplace_back(field_name, text);
   }
@@ -125,9 +131,26 @@ class Fields {
 // Fields that describe the checkpoint or the runtime, never the function HLP computes.
 const std::vector<std::string> kNoEffect = {
     "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id",
-    "initializer_range", "max_position_embeddings", "torch_dtype", "transformers_version",
+    "initializer_range", "max_position_embeddings", "torch_dtype", "dtype", "transformers_version",
     "use_cache", "_name_or_path", "tokenizer_class", "return_dict", "output_attentions",
     "output_hidden_states"};
+
+// RoPE in either dialect: transformers 4's top-level rope_theta (and rope_scaling), or
+// transformers 5's rope_parameters {rope_theta, rope_type, partial_rotary_factor}.
+void read_rope(Fields& f, ModelConfig& c) {
+  if (!f.has("rope_parameters")) {
+    f.set(c.rope_theta, "rope_theta", "rope_theta");
+    return;
+  }
+  Fields rope = f.object("rope_parameters");
+  rope.set(c.rope_theta, "rope_theta", "rope_theta");
+  rope.expect("rope_type", "default", "RoPE without scaling");
+  rope.expect("partial_rotary_factor", 1.0, "rotary embedding over the whole head");
+  rope.reject_unread();
+  if (f.has("rope_theta") && f.positive_number("rope_theta") != c.rope_theta)
+    throw user_error(f.where(), ": rope_theta ", f.number("rope_theta"),
+                     " disagrees with rope_parameters.rope_theta ", c.rope_theta);
+}
 
 void read_common(Fields& f, ModelConfig& c) {
   f.set(c.hidden, "hidden", "hidden_size");
@@ -150,7 +173,7 @@ void read_common(Fields& f, ModelConfig& c) {
     c.attn_head_dim = c.hidden / c.attn_heads;
     f.note("attn_head_dim", std::to_string(c.attn_head_dim) + "  <- hidden_size / num_attention_heads");
   }
-  f.set(c.rope_theta, "rope_theta", "rope_theta");
+  read_rope(f, c);
   f.set(c.rms_eps, "rms_eps", "rms_norm_eps");
   if (f.has("tie_word_embeddings")) {
     f.set(c.tied_embeddings, "tied_embeddings", "tie_word_embeddings");

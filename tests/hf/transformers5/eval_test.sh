@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# hlp-eval against transformers 5.12 (tests/hf/transformers5/fixtures: checkpoints written by its
+# save_pretrained in the transformers-5 config dialect, and its losses; make_reference.py).
+# Every sequence's loss within 1e-5 relative of transformers' fp32 loss, alone and under mpiexec
+# with ddp, fsdp2, pp, tp (2 ranks) and cp 2 (the 201-token sequence: the context split needs one
+# length); the strategies agree with single within 1e-6 relative. The fp64 difference is printed.
+#   eval_test.sh HLP_EVAL FIXTURES_DIR
+set -euo pipefail
+HLP_EVAL=$1
+FIX=$2
+MPIEXEC=${HLP_MPIEXEC:-mpiexec}
+work=$(mktemp -d /tmp/hlp-eval-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+for name in qwen2_v5 qwen2_v5_tied; do
+  dir="$FIX/$name"
+  common=(--model-config "$dir" --init-from "$dir" --threads 1)
+  "$HLP_EVAL" "${common[@]}" --tokens "$dir/tokens.txt" > "$work/$name.single.jsonl"
+  for strategy in ddp fsdp2 pp tp; do
+    "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --tokens "$dir/tokens.txt" \
+      > "$work/$name.$strategy.jsonl"
+  done
+  tail -n 1 "$dir/tokens.txt" > "$work/$name.long.txt"  # 201 tokens: T = 200, cp 2 zigzag
+  "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy cp --tokens "$work/$name.long.txt" \
+    > "$work/$name.cp.jsonl"
+  /usr/bin/python3 - "$dir/reference.json" "$work" "$name" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))
+work, name = sys.argv[2], sys.argv[3]
+def losses(kind):
+    rows = [json.loads(l) for l in open(f"{work}/{name}.{kind}.jsonl")]
+    return [r["loss"] for r in rows if "loss" in r], rows[-1]
+r32, r64 = ref["loss_fp32"], ref["loss_fp64"]
+single, last = losses("single")
+assert len(single) == len(r32), (single, r32)
+worst32 = max(abs(a - b) / abs(b) for a, b in zip(single, r32))
+worst64 = max(abs(a - b) / abs(b) for a, b in zip(single, r64))
+assert worst32 <= 1e-5, f"{name}: hlp-eval {single} vs transformers fp32 {r32}: {worst32:.2e} relative"
+tokens = sum(n - 1 for n in ref["lengths"])
+mean = sum(l * (n - 1) for l, n in zip(single, ref["lengths"])) / tokens
+assert last["tokens"] == tokens and abs(last["mean_loss"] - mean) <= 1e-12 * mean, last
+for kind in ("ddp", "fsdp2", "pp", "tp", "cp"):
+    got, _ = losses(kind)
+    want = single[-1:] if kind == "cp" else single
+    assert len(got) == len(want), (kind, got)
+    d = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+    assert d <= 1e-6, f"{name} {kind}: {got} vs single {want}: {d:.2e} relative"
+print(f"{name}: {len(single)} sequences (T {[n - 1 for n in ref['lengths']]}), largest relative "
+      f"difference from transformers {ref['transformers']} fp32 {worst32:.1e}, from fp64 "
+      f"{worst64:.1e}; ddp, fsdp2, pp, tp, cp 2 agree with single within 1e-6")
+PY
+done
+# Bad input: one line naming it, exit 2, nothing printed on stdout.
+dir="$FIX/qwen2_v5"
+bad() {  # bad EXPECTED_TEXT TOKENS_LINE
+  printf '%s\n' "$2" > "$work/bad.txt"
+  set +e
+  "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --tokens "$work/bad.txt" \
+    > "$work/bad.out" 2> "$work/bad.err"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { echo "FAIL: '$2': exit $rc, want 2"; cat "$work/bad.err"; exit 1; }
+  [ "$(grep -c 'hlp-eval: error:' "$work/bad.err")" -eq 1 ] && grep -qF -- "$1" "$work/bad.err" \
+    || { echo "FAIL: '$2': want one line with '$1'"; cat "$work/bad.err"; exit 1; }
+  [ ! -s "$work/bad.out" ] || { echo "FAIL: '$2' printed results"; exit 1; }
+}
+bad "is outside the model's vocabulary [0, 384)" "1 2 384"
+bad "'x7' is not a token id" "1 x7 3"
+bad "a sequence needs 2 or more" "5"
+echo "ok: bad token files refused (exit 2, one line)"
+echo "ok"
