@@ -4,6 +4,7 @@
 # Every sequence's loss within 1e-5 relative of transformers' fp32 loss, alone and under mpiexec
 # with ddp, fsdp2, pp, tp (2 ranks) and cp 2 (the 201-token sequence: the context split needs one
 # length); the strategies agree with single within 1e-6 relative. The fp64 difference is printed.
+# Then --sequences (the corpus) under single, cp and pp, and bad token files.
 #   eval_test.sh HLP_EVAL FIXTURES_DIR
 set -euo pipefail
 HLP_EVAL=$1
@@ -49,6 +50,24 @@ print(f"{name}: {len(single)} sequences (T {[n - 1 for n in ref['lengths']]}), l
       f"{worst64:.1e}; ddp, fsdp2, pp, tp, cp 2 agree with single within 1e-6")
 PY
 done
+# --sequences: the corpus through hlp-train's loader (the tiny preset, bytes), the same numbers
+# alone and split by cp 2 and pp 2.
+for how in single cp pp; do
+  launch=("$HLP_EVAL"); [ "$how" = single ] || launch=("$MPIEXEC" -n 2 "$HLP_EVAL" --strategy "$how")
+  "${launch[@]}" --model tiny --sequences 3 --seq-len 64 --threads 1 > "$work/corpus.$how.jsonl"
+done
+/usr/bin/python3 - "$work" <<'PY'
+import json, sys
+rows = {h: [json.loads(l) for l in open(f"{sys.argv[1]}/corpus.{h}.jsonl")] for h in ("single", "cp", "pp")}
+single = rows["single"]
+assert len(single) == 4 and single[-1]["sequences"] == 3 and single[-1]["tokens"] == 192, single
+for h in ("cp", "pp"):
+    for a, b in zip(rows[h], single):
+        key = "loss" if "loss" in b else "mean_loss"
+        assert abs(a[key] - b[key]) <= 1e-6 * abs(b[key]), (h, a, b)
+print("ok: --sequences 3 of the corpus: single, cp 2, pp 2 agree within 1e-6")
+PY
+
 # Bad input: one line naming it, exit 2, nothing printed on stdout.
 dir="$FIX/qwen2_v5"
 bad() {  # bad EXPECTED_TEXT TOKENS_LINE
