@@ -80,8 +80,8 @@ stop_pid() {
 }
 
 munge_ok() { munge -n -S "$MUNGE_SOCK" 2>/dev/null | unmunge -S "$MUNGE_SOCK" >/dev/null 2>&1; }
-ctld_ok() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
-node_state() { sinfo -h -N -p "$PART" -o '%t' 2>/dev/null | head -n1; }
+ctld_ok() { scontrol ping 2>/dev/null | grep 'is UP' >/dev/null; }
+node_state() { sinfo -h -N -p "$PART" -o '%t' 2>/dev/null | sed -n 1p; }
 
 require_root() { [ "$(id -u)" -eq 0 ] || die "must run as root"; }
 
@@ -288,7 +288,7 @@ cmd_status() {
 }
 
 # record_field FIELD LINE : value of FIELD=... in one 'scontrol show job -o' record
-record_field() { { grep -o "\(^\| \)$1=[^ ]*" <<<"$2" || true; } | head -n1 | sed "s/^ *$1=//"; }
+record_field() { { grep -o "\(^\| \)$1=[^ ]*" <<<"$2" || true; } | sed -n "1s/^ *$1=//p"; }
 
 # wait ID[,ID...] [TIMEOUT] - replacement for 'sbatch --wait', which polls at 2 s, 8 s, 32 s ... and
 # reports exit code 0 for jobs CANCELLED because of an unsatisfiable dependency.

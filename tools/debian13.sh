@@ -220,7 +220,7 @@ grep -E '^-- HLP' "$base/configure.log" | sed "s/^/[debian13:$flavour] /"
 say "build -j $jobs (log: $base/build.log)"
 t0=$(date +%s)
 in_root cmake --build /hlp/build -j "$jobs" >"$base/build.log" 2>&1 \
-  || { grep -E 'error|Error' "$base/build.log" | head -n 30 >&2; die "build failed (log: $base/build.log)"; }
+  || { grep -E 'error|Error' "$base/build.log" | sed -n 1,30p >&2; die "build failed (log: $base/build.log)"; }
 say "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$flavour" = cuda ]; then

@@ -111,14 +111,14 @@ for p in "${HLP_PYTHON:-}" python3 /usr/bin/python3; do
 done
 [ -n "$python" ] || { row env FAIL "no python3 with h5py (reads the result files); set HLP_PYTHON"; finish; }
 if [ "$dry" = 0 ]; then
-  gpu="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  gpu="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed -n 1p)"
   [ -n "$gpu" ] || { row env FAIL "nvidia-smi finds no GPU (use --cpu-dry-run on a machine without one)"; finish; }
   torch_py="$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), int(torch._C._GLIBCXX_USE_CXX11_ABI), torch.utils.cmake_prefix_path)' 2>>"$log")" ||
     { row env FAIL "python3 cannot import torch"; finish; }
   read -r torch_version torch_cuda torch_gpu torch_abi torch_prefix <<<"$torch_py"
   [ "$torch_gpu" = True ] || { row env FAIL "torch $torch_version sees no GPU"; finish; }
   nccl_home="$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)"
-  row env ok "$gpu; torch $torch_version (CUDA $torch_cuda, cxx11 ABI $torch_abi); nvcc $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); cmake $(cmake --version | head -1 | awk '{print $3}')"
+  row env ok "$gpu; torch $torch_version (CUDA $torch_cuda, cxx11 ABI $torch_abi); nvcc $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); cmake $(cmake --version | awk 'NR == 1 {print $3}')"
 else
   torch_prefix="/usr/lib/x86_64-linux-gnu/cmake"   # Debian's LibTorch 1.13 (CPU)
   nccl_home=""
@@ -130,7 +130,7 @@ if [ "$use_bundle" = 1 ]; then
 [ -f "$bundle/MANIFEST" ] || { row bundle FAIL "$bundle/MANIFEST missing: run tools/gpu-bundle.sh on a Debian 12 machine and carry $bundle"; finish; }
 bad=""
 while read -r pkg ver size sha; do
-  f="$(ls "$bundle/${pkg}_"*.deb 2>/dev/null | head -1)"
+  f="$(ls "$bundle/${pkg}_"*.deb 2>/dev/null | sed -n 1p)"
   [ -n "$f" ] && [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$sha" ] || bad="$bad $pkg"
 done <"$bundle/MANIFEST"
 [ -z "$bad" ] || { row bundle FAIL "missing or corrupt .deb:$bad"; finish; }
@@ -242,9 +242,9 @@ bin="$build/bin"
 mpiexec="$prefix/usr/bin/mpiexec.hydra"
 [ "$use_bundle" = 1 ] || mpiexec="$(grep -E '^MPIEXEC_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2)"
 mpi_extra=()   # Open MPI counts slots: 2 ranks in a 1-task allocation need --oversubscribe
-"$mpiexec" --version 2>&1 | grep -q "Open MPI" && mpi_extra=(--oversubscribe)
+"$mpiexec" --version 2>&1 | grep "Open MPI" >/dev/null && mpi_extra=(--oversubscribe)
 has_device=0
-"$bin/hlp-train" --help 2>/dev/null | grep -q -- '--device' && has_device=1
+"$bin/hlp-train" --help 2>/dev/null | grep -- '--device' >/dev/null && has_device=1
 if [ "$has_device" = 0 ]; then
   if [ "$dry" = 1 ]; then row flags WARN "this hlp-train has no --device/--comm yet: the dry run leaves them out"
   else row flags FAIL "this hlp-train has no --device option"; finish; fi

@@ -68,7 +68,7 @@ for target in "${targets[@]}"; do
   [ $rc -ne 0 ] && [ $crashes_found -eq 0 ] && crashes_found=1
   [ $crashes_found -gt 0 ] && [ $rc -eq 0 ] && rc=1
   [ ${#mode[@]} -gt 0 ] && [ $crashes_found -gt 0 ] &&
-    artifact="$crashes_found new in $crashes/, last $(ls -t "$crashes" | head -1)"
+    artifact="$crashes_found new in $crashes/, last $(ls -t "$crashes" | sed -n 1p)"
   line="$(date -u +%FT%TZ) $target: ${elapsed} s, ${execs:-?} execs, ${per_s:-?} exec/s, corpus ${after} (+$((after - before)) new), crashes ${crashes_found}"
   if [ $rc -ne 0 ]; then
     why=$(grep -m1 -E '^==[0-9]+==ERROR|SUMMARY: |ALARM|out-of-memory|uncaught exception|deadly signal|runtime error' "$log")

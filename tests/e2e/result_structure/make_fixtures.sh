@@ -60,7 +60,7 @@ secs() { local d=$(( $(ms) - $1 )); printf '%d.%d' $((d / 1000)) $(((d % 1000) /
 start=$(ms)
 for ini in "${configs[@]}"; do
   name=$(basename "$ini" .ini)
-  ranks=$(sed -n 's/.*run with \([0-9][0-9]*\) ranks\{0,1\}.*/\1/p' "$ini" | head -n1)
+  ranks=$(sed -n 's/.*run with \([0-9][0-9]*\) ranks\{0,1\}.*/\1/p' "$ini" | sed -n 1p)
   [ -n "$ranks" ] || { echo "$0: no 'run with N ranks' line in $ini" >&2; exit 1; }
   case "$name" in *-n"$ranks"-*) ;; *) echo "$0: $name: header says $ranks ranks" >&2; exit 1 ;; esac
   ckpt="$work/checkpoints/$name"
