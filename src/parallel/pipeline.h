@@ -71,7 +71,9 @@ class PipelineStrategy : public Strategy {
   // fsdp2 inside a pipeline / tensor-parallel mesh: the stage's parameters are gathered whole
   // for the step, with full-size gradients for the trainable ones until their reduce-scatter.
   WorkingSet working_set() const override {
-    return {double(working_set_bytes_), double(working_set_bytes_)};
+    WorkingSet ws;
+    ws.head = ws.block = double(working_set_bytes_);
+    return ws;
   }
   int64_t params_total() const override { return params_total_; }
   int64_t params_trainable() const override { return params_trainable_; }
