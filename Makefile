@@ -3,6 +3,7 @@
 #   make test   install deps, build, run the whole ctest suite (unit + MPI + end-to-end)
 #   make deps   apt-get install every Debian package HLP needs (only what is missing)
 #   make test-debian13 / test-debian13-cuda   the suite on Debian 13 / LibTorch 2.6 (CPU / CUDA)
+#   make test-sid   the suite on Debian sid / LibTorch 2.14 (CPU); these three: tools/debian-root.sh
 #   make bench  build and run the benchmarks (communication, data, model, strategies)
 #   make sanitize / sanitize-thread   ASan+UBSan (whole suite) / TSan (threaded modules); not in `make test`
 #   make fuzz   libFuzzer on every parser of downloaded files (FUZZ_SECONDS each); not in `make test`
@@ -29,7 +30,7 @@ export CCACHE_MAXSIZE := 5G
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps build build-run test run bench clean torch2-check gpu-bundle gpu-check \
-  test-debian13 test-debian13-cuda sanitize sanitize-thread fuzz
+  test-debian13 test-debian13-cuda test-sid sanitize sanitize-thread fuzz
 
 all: build
 
@@ -145,17 +146,21 @@ fuzz: deps
 #   gpu-bundle    apt-get download the Debian packages a GPU machine without MPI/HDF5/Boost needs
 #   gpu-check     on a GPU machine: build against PyTorch's LibTorch + the bundle, CUDA vs CPU
 #                 runs, bf16, memory, report, tokens/s (tools/gpu-check.sh --help)
-# Debian 13 (trixie) roots made with debootstrap under $(BUILD_DIR)/debian13/ (root needed):
-#   test-debian13       LibTorch 2.6 (CPU), g++ 14, Catch2 3: every target, the whole suite
-#   test-debian13-cuda  LibTorch 2.6 CUDA + CUDA 12.4 + NCCL 2.22: every target linked with
+# Debian roots made with debootstrap under $(BUILD_DIR)/debian-<suite>/<flavour>/ by
+# tools/debian-root.sh (root needed; made once, then cached):
+#   test-debian13       trixie: LibTorch 2.6 (CPU), g++ 14, Catch2 3: every target, the whole suite
+#   test-debian13-cuda  trixie: LibTorch 2.6 CUDA + CUDA 12.4 + NCCL 2.22: every target linked with
 #                       HLP_WITH_CUDA=ON, ldd record, the whole suite on this GPU-less machine
-test-debian13: DEBIAN13_FLAVOUR := cpu
-test-debian13-cuda: DEBIAN13_FLAVOUR := cuda
-test-debian13 test-debian13-cuda:
+#   test-sid            sid: LibTorch 2.14 (CPU, C++20), g++ 16, HDF5 2.2, MPICH 5: every target,
+#                       the whole suite (the root also holds Python's torch 2.14 + transformers 5)
+test-debian13: DEBIAN_ROOT := trixie cpu
+test-debian13-cuda: DEBIAN_ROOT := trixie cuda
+test-sid: DEBIAN_ROOT := sid cpu
+test-debian13 test-debian13-cuda test-sid:
 	@command -v debootstrap >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -qq --no-install-recommends debootstrap; }
 	$$([ "$$(id -u)" -eq 0 ] || echo sudo) env BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) \
-	  tools/debian13.sh $(DEBIAN13_FLAVOUR) -- $(CTEST_FLAGS)
+	  tools/debian-root.sh $(DEBIAN_ROOT) -- $(CTEST_FLAGS)
 
 torch2-check:
 	@test -f $(BUILD_DIR)/compile_commands.json || cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

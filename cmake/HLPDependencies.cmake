@@ -85,7 +85,31 @@ add_library(hlp_hdf5 INTERFACE)
 add_library(hlp::hdf5 ALIAS hlp_hdf5)
 target_include_directories(hlp_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(hlp_hdf5 INTERFACE ${HDF5_C_LIBRARIES} hlp::mpi)
-target_compile_definitions(hlp_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
+# Only HDF5's own definitions (H5_*) reach HLP's sources. HDF5 2.x's CMake package (Debian sid:
+# HDF5_C_LIBRARIES is its imported target hdf5-shared) also exports the feature-test macros HDF5
+# itself was compiled with (_GNU_SOURCE, _POSIX_C_SOURCE=200809L, _LARGEFILE_SOURCE,
+# _FILE_OFFSET_BITS=64). g++ defines _GNU_SOURCE for C++ anyway, which implies the others'
+# effects, and on a 64-bit target off_t is 64-bit already: they change nothing in HDF5's
+# headers, but a TU that gets them cannot use the LibTorch PCH (-Winvalid-pch: "not used because
+# '_FILE_OFFSET_BITS' is defined") and compiles <torch/torch.h> from scratch. On a 32-bit target
+# _FILE_OFFSET_BITS does change off_t and is kept.
+if(CMAKE_SIZEOF_VOID_P EQUAL 8)
+  set(_hlp_h5_keep "^(-D)?H5_")
+else()
+  set(_hlp_h5_keep "^(-D)?(H5_|_FILE_OFFSET_BITS)")
+endif()
+set(_hlp_hdf5_definitions ${HDF5_C_DEFINITIONS})
+list(FILTER _hlp_hdf5_definitions INCLUDE REGEX "${_hlp_h5_keep}")
+foreach(_hlp_h5_lib IN LISTS HDF5_C_LIBRARIES)
+  if(TARGET ${_hlp_h5_lib})
+    get_target_property(_hlp_h5_defs ${_hlp_h5_lib} INTERFACE_COMPILE_DEFINITIONS)
+    if(_hlp_h5_defs)
+      list(FILTER _hlp_h5_defs INCLUDE REGEX "${_hlp_h5_keep}")
+      set_property(TARGET ${_hlp_h5_lib} PROPERTY INTERFACE_COMPILE_DEFINITIONS "${_hlp_h5_defs}")
+    endif()
+  endif()
+endforeach()
+target_compile_definitions(hlp_hdf5 INTERFACE ${_hlp_hdf5_definitions})
 
 # --- Boost.Program_options, nlohmann_json, SentencePiece ---
 find_package(Boost 1.70 REQUIRED COMPONENTS program_options)

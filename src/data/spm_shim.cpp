@@ -19,7 +19,14 @@ class Processor final : public hlp::data::SpmProcessor {
     return status.ok() ? std::string() : status.ToString();
   }
   std::string decode(const std::vector<int>& ids, std::string* text) const override {
+#ifdef ABSL_TYPES_SPAN_H_
+    // SentencePiece 0.2.1 on (Debian sid's 0.2.2) takes the ids as absl::Span (its header
+    // includes <absl/types/span.h>) and deprecates the std::vector overload; 0.1.97 (Debian 12)
+    // and 0.2.0 (Debian 13) have only the std::vector one and no Abseil.
+    const auto status = processor_.Decode(absl::MakeConstSpan(ids), text);
+#else
     const auto status = processor_.Decode(ids, text);
+#endif
     return status.ok() ? std::string() : status.ToString();
   }
 

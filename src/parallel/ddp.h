@@ -2,11 +2,8 @@
 #include <memory>
 #include <vector>
 
+#include "parallel/autograd_node.h"
 #include "parallel/replicated.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace hlp::parallel {
 
@@ -33,7 +30,7 @@ class DdpStrategy : public ReplicatedStrategy {
 
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<NodePtr> accumulators_;
   bool sync_ = false;
   size_t next_launch_ = 0;
 };

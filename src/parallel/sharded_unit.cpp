@@ -187,6 +187,7 @@ class FlatUnit : public ShardedUnit {
 
  private:
   struct Group {  // one FlatParameter
+    explicit Group(at::ScalarType dtype) : dtype(dtype) {}
     at::ScalarType dtype;
     int64_t numel = 0;
     bool requires_grad = false;  // some member trains: the whole buffer gets gradients
@@ -389,6 +390,7 @@ class PerParamUnit : public ShardedUnit {
     int64_t d0 = 0, rest = 0, rows = 0, gather_offset = 0, grad_offset = 0;
   };
   struct Gather {  // the shards of one storage dtype, gathered together
+    explicit Gather(at::ScalarType dtype) : dtype(dtype) {}
     at::ScalarType dtype;
     int64_t numel = 0;  // S_g: elements of this rank's shards
     torch::Tensor send, recv;

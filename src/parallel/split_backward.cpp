@@ -24,19 +24,19 @@ using torch::autograd::Node;
 enum class Kind : uint8_t { Other, Param, ParamSide };
 
 // Every node reachable from `root`, children before parents (iterative: graphs of long stages
-// are deep).
-std::vector<Node*> post_order(Node* root) {
-  std::vector<Node*> order;
-  std::unordered_set<Node*> seen{root};
-  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+// are deep). Owning pointers: the weight nodes and accumulators are kept from B to W.
+std::vector<NodePtr> post_order(const NodePtr& root) {
+  std::vector<NodePtr> order;
+  std::unordered_set<Node*> seen{root.get()};
+  std::vector<std::pair<NodePtr, size_t>> stack{{root, 0}};
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
     if (next < node->num_outputs()) {
-      Node* child = node->next_edge(next++).function.get();
-      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
+      const NodePtr& child = node->next_edge(next++).function;
+      if (child && seen.insert(child.get()).second) stack.emplace_back(child, 0);
       continue;
     }
-    order.push_back(node);
+    order.push_back(std::move(node));
     stack.pop_back();
   }
   return order;
@@ -64,10 +64,11 @@ torch::Tensor SplitBackward::backward_input(const torch::Tensor& root, const tor
   // more such nodes appear, as a promotion can change its ancestors' kind).
   std::unordered_map<Node*, Kind> kind;
   std::unordered_set<Node*> merge_points;
-  const std::vector<Node*> order = post_order(root_edge.function.get());
+  const std::vector<NodePtr> order = post_order(root_edge.function);
   for (bool changed = true; changed;) {
     kind.clear();
-    for (Node* n : order) {
+    for (const NodePtr& node : order) {
+      Node* n = node.get();
       if (param_of.count(n)) {
         kind[n] = Kind::Param;
         continue;
@@ -81,8 +82,8 @@ torch::Tensor SplitBackward::backward_input(const torch::Tensor& root, const tor
       kind[n] = param_side ? Kind::ParamSide : Kind::Other;
     }
     std::unordered_map<Node*, std::unordered_set<Node*>> other_parents;
-    for (Node* n : order)
-      if (kind[n] == Kind::Other)
+    for (const NodePtr& node : order)
+      if (Node* n = node.get(); kind[n] == Kind::Other)
         for (size_t i = 0; i < n->num_outputs(); ++i) {
           Node* child = n->next_edge(i).function.get();
           if (child && kind[child] == Kind::ParamSide) other_parents[child].insert(n);
@@ -96,20 +97,21 @@ torch::Tensor SplitBackward::backward_input(const torch::Tensor& root, const tor
 
   // Weight nodes: Other nodes with a parameter-side edge; their parameters behind those edges.
   std::unordered_map<Node*, Node*> owner;  // accumulator -> the weight node that reaches it
-  std::vector<std::shared_ptr<Node>> weight_nodes;
-  for (Node* n : order) {
+  for (const NodePtr& node : order) {
+    Node* n = node.get();
     if (kind[n] != Kind::Other) continue;
     WeightNode w;
-    std::vector<Node*> stack;
+    std::vector<NodePtr> stack;
     for (size_t i = 0; i < n->num_outputs(); ++i) {
-      Node* child = n->next_edge(i).function.get();
-      if (child && kind[child] != Kind::Other) stack.push_back(child);
+      const NodePtr& child = n->next_edge(i).function;
+      if (child && kind[child.get()] != Kind::Other) stack.push_back(child);
     }
     if (stack.empty()) continue;
     std::unordered_set<Node*> seen;
     while (!stack.empty()) {
-      Node* c = stack.back();
+      const NodePtr c_ptr = std::move(stack.back());
       stack.pop_back();
+      Node* c = c_ptr.get();
       if (!seen.insert(c).second) continue;
       if (kind[c] == Kind::Param) {
         auto [it, fresh] = owner.emplace(c, n);
@@ -118,13 +120,13 @@ torch::Tensor SplitBackward::backward_input(const torch::Tensor& root, const tor
                            "by two operations in one micro-batch (", it->second->name(), " and ",
                            n->name(), ": a tied or shared weight); its backward cannot be split. "
                            "Use --pp-schedule 1f1b");
-        w.accumulators.push_back(c->shared_from_this());
+        w.accumulators.push_back(c_ptr);
         continue;
       }
       for (size_t i = 0; i < c->num_outputs(); ++i)
-        if (Node* g = c->next_edge(i).function.get()) stack.push_back(g);
+        if (const NodePtr& g = c->next_edge(i).function) stack.push_back(g);
     }
-    w.node = n->shared_from_this();
+    w.node = node;
     weight_nodes_.push_back(std::move(w));
   }
 

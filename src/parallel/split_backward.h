@@ -22,12 +22,9 @@
 // activation checkpointing (its recompute runs a fused backward inside B): both UserError.
 #include <torch/torch.h>
 
-#include <memory>
 #include <vector>
 
-namespace torch::autograd {
-struct Node;
-}
+#include "parallel/autograd_node.h"
 
 namespace hlp::parallel {
 
@@ -46,10 +43,10 @@ class SplitBackward {
 
  private:
   struct WeightNode {
-    std::shared_ptr<torch::autograd::Node> node;
+    NodePtr node;
     std::vector<uint32_t> input_nrs;   // inputs of `node` that received a gradient in B
     std::vector<torch::Tensor> grads;  // ... and those gradients
-    std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // its parameters
+    std::vector<NodePtr> accumulators;  // its parameters
   };
   std::vector<WeightNode> weight_nodes_;
   torch::Tensor root_;  // keeps the graph alive from B to W

@@ -189,26 +189,29 @@ model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp) {
 ActivationParts activation_parts(const ActivationProfile& profile, const model::ModelConfig& config,
                                  int64_t first_block, int64_t end_block, bool has_head) {
   const bool checkpointing = config.activation_checkpointing;
-  const double nan = std::nan("");
+  const auto unknown = [] {  // a layer without a measured profile: every figure unknown
+    const double nan = std::nan("");
+    ActivationParts u;
+    u.held = u.split_pending = u.working = nan;
+    u.layer_working = u.head_working = u.head_saved = nan;
+    return u;
+  };
   ActivationParts parts;
   // per micro-batch alive: the chunk's input (a received activation, or the embedding's output;
   // that one only where a gradient flows into it or a checkpoint keeps it: with a frozen
   // embedding nothing in the first block saves its input)
   const bool input_kept = first_block > 0 || checkpointing || profile.embedding_trains;
   parts.held = input_kept ? profile.input_bytes : 0.0;
-  ActivationParts unknown;  // a kind the probe did not measure: every part NaN
-  unknown.held = unknown.split_pending = unknown.working = nan;
-  unknown.layer_working = unknown.head_working = unknown.head_saved = nan;
   std::vector<const LayerActivation*> layers;
   for (int64_t l = first_block; l < end_block; ++l) {
     const LayerActivation* a = profile.find(std::string(1, config.pattern.at(size_t(l))));
-    if (!a) return unknown;
+    if (!a) return unknown();
     layers.push_back(a);
     parts.held += checkpointing ? a->saved_checkpointed : a->saved;
     parts.split_pending += a->split_pending;
   }
   const LayerActivation* h = has_head ? profile.find("head") : nullptr;
-  if (has_head && !h) return unknown;
+  if (has_head && !h) return unknown();
   if (h) {
     parts.held += h->saved;
     parts.split_pending += h->split_pending;

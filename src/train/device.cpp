@@ -22,10 +22,8 @@ namespace {
 std::string cuda_version_text(int version) {  // 12040 -> "12.4"
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
-#endif
 
 int visible_cuda_devices(std::string* error) {
-#if defined(HLP_HAVE_CUDA)
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
@@ -33,11 +31,8 @@ int visible_cuda_devices(std::string* error) {
     return 0;
   }
   return count;
-#else
-  if (error) *error = "HLP was built without the CUDA toolkit";
-  return 0;
-#endif
 }
+#endif
 
 }  // namespace
 

@@ -68,7 +68,8 @@ ThreadPools bound_thread_pools(int threads) {
   out.requested = std::max(1, threads);
   at::set_num_threads(out.requested);  // intra-op; OpenMP too in an OpenMP build
   try {
-    if (at::get_num_interop_threads() != out.requested)
+    // int(): the count is an int in LibTorch 1.13 / 2.6, a size_t in 2.14
+    if (int(at::get_num_interop_threads()) != out.requested)
       at::set_num_interop_threads(out.requested);
   } catch (const c10::Error&) {
     // already started (a second run in one process): keep what it has

@@ -52,8 +52,14 @@ const Trajectory& reference(int lora_rank) {
   return it->second;
 }
 
-void check_parity(const Trajectory& got, const Trajectory& want) {
-  test::check_parity(got.losses, want.losses);
+// Losses within loss_rel_tol (kParityRelTol unless the test says why not), gradient norms 1e-4.
+void check_parity(const Trajectory& got, const Trajectory& want,
+                  double loss_rel_tol = test::kParityRelTol) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    INFO("step " << i << ": got " << got.losses[i] << " want " << want.losses[i]);
+    CHECK(std::abs(got.losses[i] - want.losses[i]) <= loss_rel_tol * std::abs(want.losses[i]));
+  }
   REQUIRE(got.grad_norms.size() == want.grad_norms.size());
   for (size_t i = 0; i < got.grad_norms.size(); ++i) {
     INFO("grad norm, step " << i << ": got " << got.grad_norms[i] << " want "
@@ -254,7 +260,12 @@ TEST_CASE("tensor parallel: the JetBlock layers of small (dynamic conv kernel ge
     c.strategy = hlp::parallel::StrategyKind::tp;
     c.tp = 2;
     INFO("lora_rank " << lora_rank);
-    check_parity(run(c, test::world()), want);
+    // Full finetuning: 3e-5. tp2's row-parallel sums add the halves in another order, and the
+    // step-1 gradient already differs from single's by ~3e-5 relative (grad norm 18.1342 vs
+    // 18.1337 with LibTorch 1.13 and with 2.14, lean kernels; checked at 1e-4 below). Adam turns
+    // that into the step-2 loss: 7.3e-6 relative with 1.13, 1.57e-5 with 2.14 (Debian sid, whose
+    // kernels round differently), over kParityRelTol. LoRA (fewer, smaller updates): 3e-6.
+    check_parity(run(c, test::world()), want, lora_rank == 0 ? 3e-5 : test::kParityRelTol);
   }
 }
 

@@ -91,4 +91,7 @@ const __m256 Sleef_cosf8_u35(__m256);
 const __m256d Sleef_exp2d4_u10(__m256d);
 const __m256 Sleef_exp2f8_u10(__m256);
 const __m256 Sleef_sinf8_u35(__m256);
+// Also referenced by LibTorch 2.14's (Vectorized<float/double>::asinh; in libsleef3 since 3.0):
+const __m256d Sleef_asinhd4_u10(__m256d);
+const __m256 Sleef_asinhf8_u10(__m256);
 }
