@@ -1,6 +1,7 @@
 # HLP front door. CMake is the truth; these targets install, build, test, run and benchmark.
 #   make run    install deps, build, run the local sweep (jobs/local.ini) -> results/ -> report/
-#   make test   install deps, build, run the whole ctest suite (unit + MPI + end-to-end)
+#   make test   install deps, build, run the whole ctest suite (unit + MPI + end-to-end) with MPICH
+#   make test-openmpi   the same with Open MPI (HLP_MPI=openmpi: its packages, build-openmpi/)
 #   make deps   apt-get install every Debian package HLP needs (only what is missing)
 #   make test-debian13 / test-debian13-cuda   the suite on Debian 13 / LibTorch 2.6 (CPU / CUDA)
 #   make test-sid   the suite on Debian sid / LibTorch 2.14 (CPU); these three: tools/debian-root.sh
@@ -8,17 +9,33 @@
 #   make sanitize / sanitize-thread   ASan+UBSan (whole suite) / TSan (threaded modules); not in `make test`
 #   make fuzz   libFuzzer on every parser of downloaded files (FUZZ_SECONDS each); not in `make test`
 SHELL := /bin/bash
+# The MPI of the build (cmake -DHLP_MPI): mpich (default) or openmpi, each in its own build
+# directory. Both may be installed at once: the build pins its own (cmake/HLPDependencies.cmake),
+# whatever Debian's mpi/mpirun alternatives point at.
+HLP_MPI ?= mpich
+ifeq ($(HLP_MPI),openmpi)
+BUILD_DIR ?= build-openmpi
+else
 BUILD_DIR ?= build
+endif
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
-HLP_MPIEXEC ?= mpiexec
+# The build's launcher: its MPI's mpiexec with the flags it needs (Open MPI: --oversubscribe,
+# --allow-run-as-root for root), written by cmake.
+HLP_MPIEXEC ?= $(BUILD_DIR)/hlp-mpiexec
 
+# The MPI and its parallel HDF5, per HLP_MPI.
+DEB_MPI_mpich := mpich libmpich-dev libhdf5-mpich-dev
+DEB_MPI_openmpi := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
+ifeq ($(DEB_MPI_$(HLP_MPI)),)
+$(error HLP_MPI=$(HLP_MPI): must be mpich or openmpi)
+endif
 # Every Debian package the project needs. libopenblas0-pthread is not optional: without it
 # Debian's libtorch runs every matmul on reference BLAS (~18x slower).
 DEB_PACKAGES := build-essential cmake make pkg-config git ccache \
   libtorch-dev libopenblas0-pthread python3-torch \
-  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py python3-pandas \
+  $(DEB_MPI_$(HLP_MPI)) hdf5-tools python3-h5py python3-pandas \
   libboost-program-options-dev catch2 nlohmann-json3-dev \
   libsentencepiece-dev sentencepiece libpcre2-dev libicu-dev gnuplot-nox \
   slurm-wlm munge procps
@@ -29,7 +46,7 @@ export CCACHE_MAXSIZE := 5G
 # relative paths in the cache key: a fresh clone elsewhere reuses what an earlier build compiled
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps build build-run test run bench clean torch2-check gpu-bundle gpu-check \
+.PHONY: all deps build build-run test test-openmpi run bench clean torch2-check gpu-bundle gpu-check \
   test-debian13 test-debian13-cuda test-sid sanitize sanitize-thread fuzz
 
 all: build
@@ -47,7 +64,7 @@ deps:
 	fi
 
 $(BUILD_DIR)/CMakeCache.txt:
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DHLP_MPI=$(HLP_MPI) $(CMAKE_FLAGS)
 
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -61,6 +78,10 @@ test: deps
 	$(MAKE) build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_FLAGS)
 
+# The whole suite with Open MPI (Debian 12: 4.1 + libhdf5-openmpi-dev) in build-openmpi/.
+test-openmpi:
+	$(MAKE) test HLP_MPI=openmpi
+
 # The local sweep: every configuration of jobs/local.ini through mpiexec on this machine, one
 # progress line each, then hlp-analyze -> report/index.md. No Slurm needed. --rerun: `make run`
 # measures the build it just made, also where an earlier run left complete results.
@@ -71,6 +92,7 @@ run: deps
 	@echo "[run] results: results/local/*.h5   report: report/index.md"
 
 # Benchmarks print ratios measured in one run (absolute times vary with the machine's load).
+bench: export MPIEXEC := $(abspath $(HLP_MPIEXEC))
 bench: deps
 	$(MAKE) build
 	$(HLP_MPIEXEC) -n 2 $(BUILD_DIR)/bin/hlp-bench-comm

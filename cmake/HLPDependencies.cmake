@@ -67,19 +67,131 @@ endif()
 message(STATUS "HLP: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}), CUDA LibTorch: "
                "${HLP_TORCH_HAS_CUDA}, C++11 ABI: ${HLP_TORCH_CXX11_ABI}, C++${CMAKE_CXX_STANDARD}")
 
-# --- MPI (MPICH) ---
+# --- MPI: MPICH (default) or Open MPI, one per build directory (-DHLP_MPI=mpich|openmpi) ---
+# Debian installs both side by side and points the plain names (mpicc, mpicxx, mpiexec, h5pcc,
+# the mpi.h include directory) at the one of higher alternatives priority: Open MPI (50) over MPICH
+# (40) as soon as libopenmpi-dev is installed. So each flavour is pinned by its own suffixed
+# programs where they exist (mpicxx.mpich, mpiexec.mpich, h5pcc.mpich / the .openmpi ones) and
+# by the hdf5/<flavour> directories, whatever the alternatives say. Elsewhere (a cluster's
+# modules) the plain names on PATH are used, and the library, the launcher and HDF5 found must
+# name the chosen flavour.
+set(HLP_MPI "mpich" CACHE STRING "MPI implementation: mpich or openmpi")
+set_property(CACHE HLP_MPI PROPERTY STRINGS mpich openmpi)
+if(NOT HLP_MPI MATCHES "^(mpich|openmpi)$")
+  message(FATAL_ERROR "HLP_MPI=${HLP_MPI}: must be mpich or openmpi")
+endif()
+if(DEFINED HLP_MPI_CONFIGURED AND NOT HLP_MPI_CONFIGURED STREQUAL HLP_MPI)
+  message(FATAL_ERROR "This build directory was configured with HLP_MPI=${HLP_MPI_CONFIGURED}; "
+                      "configure HLP_MPI=${HLP_MPI} in a fresh build directory.")
+endif()
+set(HLP_MPI_CONFIGURED "${HLP_MPI}" CACHE INTERNAL "HLP_MPI of the first configure")
+if(HLP_MPI STREQUAL "openmpi")
+  set(_hlp_mpi_name "Open MPI")
+  set(_hlp_mpi_packages "openmpi-bin libopenmpi-dev libhdf5-openmpi-dev")
+  # Open MPI's deprecated C++ bindings (mpicxx.h, -lmpi_cxx): HLP uses the C API only.
+  set(MPI_CXX_SKIP_MPICXX ON CACHE BOOL "")
+else()
+  set(_hlp_mpi_name "MPICH")
+  set(_hlp_mpi_packages "mpich libmpich-dev libhdf5-mpich-dev")
+endif()
+find_program(HLP_MPICC_${HLP_MPI} NAMES mpicc.${HLP_MPI})
+find_program(HLP_MPICXX_${HLP_MPI} NAMES mpicxx.${HLP_MPI})
+find_program(HLP_MPIEXEC_${HLP_MPI} NAMES mpiexec.${HLP_MPI})
+find_program(HLP_H5PCC_${HLP_MPI} NAMES h5pcc.${HLP_MPI})
+if(HLP_MPICC_${HLP_MPI} AND HLP_MPICXX_${HLP_MPI} AND HLP_MPIEXEC_${HLP_MPI})
+  # Only where not given on the command line (-DMPI_CXX_COMPILER=... wins).
+  set(MPI_C_COMPILER "${HLP_MPICC_${HLP_MPI}}" CACHE FILEPATH "")
+  set(MPI_CXX_COMPILER "${HLP_MPICXX_${HLP_MPI}}" CACHE FILEPATH "")
+  set(MPIEXEC_EXECUTABLE "${HLP_MPIEXEC_${HLP_MPI}}" CACHE FILEPATH "")
+endif()
 find_package(MPI REQUIRED COMPONENTS C CXX)
+# The headers really are the chosen MPI's: Open MPI's mpi.h defines OMPI_MAJOR_VERSION, MPICH's
+# (and its derivatives') MPICH_VERSION.
+include(CheckSymbolExists)
+if(HLP_MPI STREQUAL "openmpi")
+  set(_hlp_mpi_macro OMPI_MAJOR_VERSION)
+else()
+  set(_hlp_mpi_macro MPICH_VERSION)
+endif()
+set(CMAKE_REQUIRED_INCLUDES ${MPI_C_INCLUDE_DIRS})
+check_symbol_exists(${_hlp_mpi_macro} "mpi.h" HLP_MPI_H_IS_${HLP_MPI})
+unset(CMAKE_REQUIRED_INCLUDES)
+if(NOT HLP_MPI_H_IS_${HLP_MPI})
+  message(FATAL_ERROR "HLP_MPI=${HLP_MPI} but the mpi.h found (${MPI_C_INCLUDE_DIRS}, through "
+          "${MPI_C_COMPILER}) does not define ${_hlp_mpi_macro}: it is not ${_hlp_mpi_name}'s. Point "
+          "-DMPI_C_COMPILER / -DMPI_CXX_COMPILER / -DMPIEXEC_EXECUTABLE at ${_hlp_mpi_name}'s "
+          "(Debian: ${_hlp_mpi_packages}).")
+endif()
+# ... and so is the launcher: Open MPI's mpiexec says "Open MPI" / "OpenRTE", MPICH's "HYDRA".
+execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE _hlp_mpiexec_version
+                ERROR_VARIABLE _hlp_mpiexec_version RESULT_VARIABLE _hlp_rc)
+if(HLP_MPI STREQUAL "openmpi")
+  set(_hlp_mpiexec_says "Open MPI|OpenRTE")
+else()
+  set(_hlp_mpiexec_says "HYDRA")
+endif()
+if(NOT _hlp_mpiexec_version MATCHES "${_hlp_mpiexec_says}")
+  message(FATAL_ERROR "HLP_MPI=${HLP_MPI} but ${MPIEXEC_EXECUTABLE} --version does not name "
+          "${_hlp_mpi_name}'s launcher; set -DMPIEXEC_EXECUTABLE=<its mpiexec>.")
+endif()
 add_library(hlp_mpi INTERFACE)
 add_library(hlp::mpi ALIAS hlp_mpi)
 target_link_libraries(hlp_mpi INTERFACE MPI::MPI_CXX MPI::MPI_C)
-set(HLP_MPIEXEC "${MPIEXEC_EXECUTABLE}" CACHE FILEPATH "mpiexec used by ctest")
 
-# --- parallel HDF5 (serial HDF5 cannot write one file from many ranks) ---
+# The launcher every test, `make run` / `make bench` and hlp-sweep --run-local use:
+# ${CMAKE_BINARY_DIR}/hlp-mpiexec, which runs MPIEXEC_EXECUTABLE with the flags this MPI needs
+# here, then HLP_MPIEXEC_PREFLAGS (yours), before the caller's arguments (`hlp-mpiexec -n N prog`).
+# Open MPI's mpiexec refuses more ranks than cores (tests run 4 ranks on 2 cores) without
+# --oversubscribe and root without --allow-run-as-root (the local Slurm tests need root); and
+# when a rank exits non-zero it prints two banners of its own to stderr ("Primary job terminated
+# normally, but 1 process returned a non-zero exit code", "mpiexec detected that one or more
+# processes exited with non-zero status"), which --quiet leaves out, so that a failing hlp-train
+# says what went wrong in its one line as under MPICH (tests/train/measurement_truth.sh,
+# tests/cli/*.sh). The ranks' own output and the exit status are unchanged. MPICH needs none.
+set(_hlp_preflags "")
+if(HLP_MPI STREQUAL "openmpi")
+  set(_hlp_preflags --oversubscribe --quiet)
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _hlp_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_hlp_uid STREQUAL "0")
+    list(APPEND _hlp_preflags --allow-run-as-root)
+  endif()
+endif()
+set(HLP_MPIEXEC_PREFLAGS "" CACHE STRING
+    "more flags hlp-mpiexec passes to MPIEXEC_EXECUTABLE before -n (a ;-list)")
+list(APPEND _hlp_preflags ${HLP_MPIEXEC_PREFLAGS})
+string(REPLACE ";" " " _hlp_preflags_text "${_hlp_preflags}")
+set(HLP_MPIEXEC "${CMAKE_BINARY_DIR}/hlp-mpiexec")
+file(WRITE "${CMAKE_BINARY_DIR}/CMakeFiles/hlp-mpiexec"
+     "#!/bin/sh\n# Generated by cmake/HLPDependencies.cmake (HLP_MPI=${HLP_MPI}).\n"
+     "exec '${MPIEXEC_EXECUTABLE}' ${_hlp_preflags_text} \"$@\"\n")
+file(COPY "${CMAKE_BINARY_DIR}/CMakeFiles/hlp-mpiexec" DESTINATION "${CMAKE_BINARY_DIR}"
+     FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+# srun's PMI plugin for this MPI on the local Slurm (slurm/local-cluster.sh): MPICH takes PMI-2;
+# Debian's Open MPI 4.1 has no PMI-1/2 client (ompi_info: pmix ext3x only) and needs PMIx.
+if(HLP_MPI STREQUAL "openmpi")
+  set(HLP_SRUN_MPI "pmix")
+else()
+  set(HLP_SRUN_MPI "pmi2")
+endif()
+message(STATUS "HLP: MPI ${HLP_MPI} (${MPI_C_COMPILER}), "
+               "launcher ${HLP_MPIEXEC} = ${MPIEXEC_EXECUTABLE} ${_hlp_preflags_text}, srun --mpi=${HLP_SRUN_MPI}")
+
+# --- parallel HDF5 (serial HDF5 cannot write one file from many ranks), of the same MPI ---
 set(HDF5_PREFER_PARALLEL ON)
+if(HLP_H5PCC_${HLP_MPI})
+  set(HDF5_C_COMPILER_EXECUTABLE "${HLP_H5PCC_${HLP_MPI}}" CACHE FILEPATH "")
+endif()
 find_package(HDF5 REQUIRED COMPONENTS C)
 if(NOT HDF5_IS_PARALLEL)
   message(FATAL_ERROR "HDF5 found (${HDF5_C_INCLUDE_DIRS}) is serial; HLP needs parallel HDF5 "
-                      "built against MPICH (Debian: libhdf5-mpich-dev; `make deps`).")
+                      "built against ${_hlp_mpi_name} (Debian: ${_hlp_mpi_packages}; `make deps`).")
+endif()
+# Debian keeps each flavour's HDF5 in hdf5/mpich or hdf5/openmpi: it must be this build's MPI.
+if("${HDF5_C_INCLUDE_DIRS};${HDF5_C_LIBRARIES}" MATCHES "/hdf5/(mpich|openmpi)[/;]")
+  if(NOT CMAKE_MATCH_1 STREQUAL HLP_MPI)
+    message(FATAL_ERROR "HLP_MPI=${HLP_MPI} but HDF5 found is ${CMAKE_MATCH_1}'s "
+            "(${HDF5_C_INCLUDE_DIRS}); set -DHDF5_C_COMPILER_EXECUTABLE=<h5pcc of ${_hlp_mpi_name}>.")
+  endif()
 endif()
 add_library(hlp_hdf5 INTERFACE)
 add_library(hlp::hdf5 ALIAS hlp_hdf5)

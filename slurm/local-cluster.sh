@@ -161,7 +161,8 @@ MailProg=/bin/true
 # plain processes, no cgroups needed (works in containers without systemd)
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-# 'srun ./mpi_prog' gets PMI2 by default (MPICH works with it); pmix lib is not installed
+# 'srun ./mpi_prog' gets PMI2 by default (MPICH works with it); Open MPI builds render
+# 'srun --mpi=pmix' (Debian's Open MPI has no PMI-2 client; openmpi-bin brings libpmix2)
 MpiDefault=pmi2
 SchedulerType=sched/backfill
 # batch jobs are otherwise only scheduled every 3 s (batch_sched_delay default); jobs that become

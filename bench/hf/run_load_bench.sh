@@ -14,6 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}; shift || true
 models=${*:-small 1gb}
 train=$build/bin/hlp-train
+mpiexec=${MPIEXEC:-$build/hlp-mpiexec}   # the build's launcher (its MPI, whatever the alternatives say)
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d /tmp/hlp_load_bench.XXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -27,7 +28,7 @@ for m in $models; do
     extra=() batch=$n
     [ "$strategy" = pp ] && extra=(--pp 2) && batch=2
     [ "$strategy" = tp ] && extra=(--tp 2) && batch=2
-    out=$(mpiexec -n "$n" "$train" --strategy "$strategy" "${extra[@]}" \
+    out=$("$mpiexec" -n "$n" "$train" --strategy "$strategy" "${extra[@]}" \
       --model-config "$tmp/$m/config.json" --init-from "$tmp/$m" --steps 1 --seq-len 8 \
       --global-batch "$batch" --micro-batch 1 --lora-rank 8 --threads 1 --loader-threads 1 \
       --warmup-steps 0 --trace false 2>&1) || { echo "$out" >&2; exit 1; }

@@ -19,7 +19,7 @@ SEQ=${HLP_BENCH_SEQ:-256}
 MICRO=${HLP_BENCH_MICRO:-4}
 WORLDS=${HLP_BENCH_WORLDS:-1 2}
 PYTHON=${PYTHON:-/usr/bin/python3}
-MPIEXEC=${MPIEXEC:-mpiexec}
+MPIEXEC=${MPIEXEC:-$BUILD/hlp-mpiexec}  # the build's launcher, whatever the alternatives say
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # bound every BLAS pool (docs/toolchain.md)
 mkdir -p "$OUT"
 rm -f "$OUT"/*.h5 "$OUT"/*.json

@@ -10,7 +10,7 @@
 # usage: bench/plan/run_plan_time.sh [BUILD_DIR] [OUT_DIR]
 #   BUILD_DIR  holds bin/hlp-train and bin/hlp-analyze (default: <repo>/build)
 #   OUT_DIR    result files and table.md (default: BUILD_DIR/bench-plan-time)
-# Environment: HLP_BENCH_STEPS=6 HLP_BENCH_SEQ=512 HLP_BENCH_RANKS=2 MPIEXEC=mpiexec
+# Environment: HLP_BENCH_STEPS=6 HLP_BENCH_SEQ=512 HLP_BENCH_RANKS=2 MPIEXEC=BUILD_DIR/hlp-mpiexec
 #   HLP_BENCH_TABLE_ONLY=1 (the table again from OUT_DIR's files)
 # One compute thread and one OpenBLAS thread per rank (OPENBLAS_NUM_THREADS=1 is set here): two
 # ranks are one rank per core of a 2-core machine.
@@ -21,7 +21,7 @@ OUT=${2:-$BUILD/bench-plan-time}
 STEPS=${HLP_BENCH_STEPS:-6}
 SEQ=${HLP_BENCH_SEQ:-512}
 N=${HLP_BENCH_RANKS:-2}
-MPIEXEC=${MPIEXEC:-mpiexec}
+MPIEXEC=${MPIEXEC:-$BUILD/hlp-mpiexec}  # the build's launcher, whatever the alternatives say
 export OPENBLAS_NUM_THREADS=1
 mkdir -p "$OUT/results"
 COMMON=(--model small --seq-len "$SEQ" --global-batch 8 --micro-batch 1 --lora-rank 8

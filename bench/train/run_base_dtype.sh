@@ -11,7 +11,7 @@
 # Environment (defaults = the numbers in docs/strategies.md, "Storage of frozen weights"):
 #   HLP_BENCH_MODEL=small HLP_BENCH_SEQ=1024 HLP_BENCH_MICRO=1 HLP_BENCH_GLOBAL=2
 #   HLP_BENCH_STEPS=6 HLP_BENCH_REPEATS=1 HLP_BENCH_TOKENIZER=<repo>/datasets/sample/spm.model
-#   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+#   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" MPIEXEC=BUILD_DIR/hlp-mpiexec PYTHON=/usr/bin/python3
 # Every rank computes with 1 LibTorch thread and 1 OpenBLAS thread (--threads 1,
 # OPENBLAS_NUM_THREADS=1): 2 ranks on the 2 cores of the development machine.
 set -euo pipefail
@@ -27,7 +27,7 @@ STEPS=${HLP_BENCH_STEPS:-6}
 REPEATS=${HLP_BENCH_REPEATS:-1}
 TOKENIZER=${HLP_BENCH_TOKENIZER:-$SRC/datasets/sample/spm.model}
 STRATEGIES=${HLP_BENCH_STRATEGIES:-single ddp fsdp fsdp2}
-MPIEXEC=${MPIEXEC:-mpiexec}
+MPIEXEC=${MPIEXEC:-$BUILD/hlp-mpiexec}  # the build's launcher, whatever the alternatives say
 PYTHON=${PYTHON:-/usr/bin/python3}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 

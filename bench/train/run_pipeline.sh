@@ -11,7 +11,7 @@
 #   BUILD_DIR  holds bin/hlp-train and bin/hlp-analyze (default: <repo>/build)
 #   OUT_DIR    result files and table.md (default: BUILD_DIR/bench-pipeline)
 #   RANKS      pipeline sizes to run (default: 2 4)
-# Environment: HLP_BENCH_STEPS=6 MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+# Environment: HLP_BENCH_STEPS=6 MPIEXEC=BUILD_DIR/hlp-mpiexec PYTHON=/usr/bin/python3
 set -euo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,7 +21,7 @@ shift $(( $# < 2 ? $# : 2 ))
 RANKS=("$@")
 [[ ${#RANKS[@]} -gt 0 ]] || RANKS=(2 4)
 STEPS=${HLP_BENCH_STEPS:-6}
-MPIEXEC=${MPIEXEC:-mpiexec}
+MPIEXEC=${MPIEXEC:-$BUILD/hlp-mpiexec}  # the build's launcher, whatever the alternatives say
 PYTHON=${PYTHON:-/usr/bin/python3}
 JET_PATTERN=GGGGGGGGGGGGGGAGGGGASSGGGGGG
 

@@ -21,7 +21,7 @@
 # Environment: HLP_BENCH_STEPS=6 HLP_BENCH_SEQ=128 HLP_BENCH_SPLIT=balanced (the closed forms
 # assume equal stages: balanced evens the modelled cost of the stages, or of the p V chunks, as
 # far as whole blocks allow) HLP_BENCH_PATTERN= (small's own pattern; GGGGGGGGGGGG: equal blocks)
-# HLP_BENCH_TABLE_ONLY=1 (the table again from OUT_DIR's files) MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+# HLP_BENCH_TABLE_ONLY=1 (the table again from OUT_DIR's files) MPIEXEC=BUILD_DIR/hlp-mpiexec PYTHON=/usr/bin/python3
 # One compute thread and one OpenBLAS thread per rank (OPENBLAS_NUM_THREADS=1 is set here).
 set -euo pipefail
 
@@ -33,7 +33,7 @@ STEPS=${HLP_BENCH_STEPS:-6}
 SEQ=${HLP_BENCH_SEQ:-128}
 SPLIT=${HLP_BENCH_SPLIT:-balanced}
 PATTERN=${HLP_BENCH_PATTERN:-}  # e.g. GGGGGGGGGGGG: equal blocks, so equal stages and chunks
-MPIEXEC=${MPIEXEC:-mpiexec}
+MPIEXEC=${MPIEXEC:-$BUILD/hlp-mpiexec}  # the build's launcher, whatever the alternatives say
 PYTHON=${PYTHON:-/usr/bin/python3}
 export OPENBLAS_NUM_THREADS=1
 

@@ -15,7 +15,7 @@
 #   HLP_BENCH_PAIRS=2: hlp ddp and the peer run alternately this many times each (ddp, peer, ddp,
 #     peer): on a shared machine the load drifts, and interleaving gives both the same drift
 #   HLP_BENCH_RANK=8 HLP_BENCH_ALPHA=16 HLP_BENCH_TOKENIZER=<repo>/datasets/sample/spm.model
-#   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" HLP_BENCH_PEER=1 MPIEXEC=mpiexec PYTHON=/usr/bin/python3
+#   HLP_BENCH_STRATEGIES="single ddp fsdp fsdp2" HLP_BENCH_PEER=1 MPIEXEC=BUILD_DIR/hlp-mpiexec PYTHON=/usr/bin/python3
 #   HLP_BENCH_CPU_CALIBRATE=1: also run hlp ddp and the peer for 1 step (CPU seconds per step
 #     without start-up = difference to the full runs)
 #   HLP_BENCH_LOSS_CHECK=1: exit 1 unless the HLP ddp and peer loss curves agree within 1e-4
@@ -36,7 +36,7 @@ TOKENIZER=${HLP_BENCH_TOKENIZER:-$SRC/datasets/sample/spm.model}
 DATA=${HLP_BENCH_DATA:-$SRC/datasets/sample/corpus.txt}
 STRATEGIES=${HLP_BENCH_STRATEGIES:-single ddp fsdp fsdp2}
 PEER=${HLP_BENCH_PEER:-1}
-MPIEXEC=${MPIEXEC:-mpiexec}
+MPIEXEC=${MPIEXEC:-$BUILD/hlp-mpiexec}  # the build's launcher, whatever the alternatives say
 PYTHON=${PYTHON:-/usr/bin/python3}
 SEED=1234
 

@@ -23,7 +23,8 @@ const std::vector<SettingInfo>& job_settings() {
       {"analysis-time", "wall-time limit of the analysis job (default 00:30:00)"},
       {"results-dir", "where the .h5 result files go; relative = inside --out (default results)"},
       {"report-dir", "where hlp-analyze writes the report; relative = inside --out (default report)"},
-      {"launcher", "srun (srun --mpi=pmi2, default) or mpiexec (Hydra inside the allocation)"},
+      {"launcher", "srun (default on local and generic), mpirun (Open MPI's, inside the allocation; default on psc-bridges2) or mpiexec"},
+      {"srun-mpi", "srun --mpi plugin (default: local this build's MPI's, pmi2 for MPICH and pmix for Open MPI; elsewhere pmi2)"},
       {"setup", "a shell line run before launching, e.g. module load ...; repeatable"},
       {"account", "sbatch --account"},
       {"partition", "partition of the array jobs (default: chosen by the site)"},
@@ -231,8 +232,8 @@ JobFile parse_job_file(std::istream& in, const std::string& path) {
   for (const std::string& text : rule_texts) job.excludes.emplace_back(text, known);
 
   std::string launcher = job.setting("", "launcher", "srun");
-  if (launcher != "srun" && launcher != "mpiexec")
-    throw user_error(path, ": 'launcher = ", launcher, "' must be srun or mpiexec");
+  if (launcher != "srun" && launcher != "mpirun" && launcher != "mpiexec")
+    throw user_error(path, ": 'launcher = ", launcher, "' must be srun, mpirun or mpiexec");
   return job;
 }
 

@@ -73,7 +73,7 @@ int run(int argc, char** argv) {
       ("no-plan", po::bool_switch(&no_plan), "keep every GPU configuration (by default hlp-plan predicts each one's memory per rank on the site's gpu-type and those that cannot fit are left out)")
       ("hlp-bin", po::value(&hlp_bin), "directory with hlp-train and hlp-analyze (default: next to hlp-sweep)")
       ("templates", po::value(&template_dir)->default_value(HLP_SWEEP_TEMPLATE_DIR), "directory of the sbatch templates")
-      ("mpiexec", po::value(&mpiexec)->default_value("mpiexec"), "MPI launcher for --run-local");
+      ("mpiexec", po::value(&mpiexec)->default_value(HLP_SWEEP_LOCAL_MPIEXEC), "MPI launcher for --run-local (default: this build's, hlp-mpiexec)");
   po::options_description hidden;
   hidden.add_options()("job-file", po::value(&job_path));
   po::options_description all;

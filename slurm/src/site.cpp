@@ -129,11 +129,36 @@ std::vector<std::string> analysis_header(Site site, const JobFile& job) {
   return lines;
 }
 
+std::string default_launcher(Site site) {
+  // Bridges-2's MPI is Open MPI from its modules, started with its own mpirun inside the
+  // allocation: PSC's Bridges-2 User Guide, https://www.psc.edu/resources/bridges-2/user-guide/
+  // (sample MPI batch script). The development machines cannot read that page; what it says is
+  // taken from its transcriptions: "module load gcc openmpi" + "mpirun ./my_mpi_app" in
+  // https://github.com/JakoError/claude-research-skills/blob/7978142fa77ade99138a01e960f6e7d1474d5e97/skills/psc-bridges2/job-scripts.md
+  // ("MPI (OpenMPI on RM)"), and mpi_cmd = "mpirun" for Bridges-2 in signac-flow
+  // (https://github.com/glotzerlab/signac-flow/blob/e8726bbf1bcf7433a9bcb5f724824a0e8866f75b/flow/environments/xsede.py).
+  // slurm/README.md ("PSC Bridges-2") says what was and was not confirmed.
+  return site == Site::psc_bridges2 ? "mpirun" : "srun";
+}
+
 std::string launcher_line(Site site, const JobFile& job) {
-  std::string launcher = job.setting(site_name(site), "launcher", "srun");
-  if (launcher == "srun") return "srun --mpi=pmi2";
-  if (launcher == "mpiexec") return "mpiexec -n \"$SLURM_NTASKS\"";
-  throw user_error(job.path, ": 'launcher = ", launcher, "' must be srun or mpiexec");
+  const std::string s = site_name(site);
+  std::string launcher = job.setting(s, "launcher", default_launcher(site));
+  if (launcher == "srun") {
+    // The PMI plugin must be the one the MPI library speaks (a mismatch starts N worlds of 1,
+    // which hlp-train's launch guard refuses): on the local Slurm that is this build's MPI
+    // (MPICH: pmi2; Open MPI: pmix, Debian's has no PMI-2 client); elsewhere pmi2 unless set.
+    std::string plugin = job.setting(s, "srun-mpi", site == Site::local ? HLP_SWEEP_LOCAL_SRUN_MPI : "pmi2");
+    return "srun --mpi=" + plugin;
+  }
+  if (launcher == "mpirun") return "mpirun -np \"$SLURM_NTASKS\"";
+  if (launcher == "mpiexec") {
+    // On the local Slurm: this build's own launcher (cmake/HLPDependencies.cmake, hlp-mpiexec),
+    // not whichever mpiexec Debian's alternatives point at. Elsewhere: the site's from PATH.
+    if (site == Site::local) return std::string("'") + HLP_SWEEP_LOCAL_MPIEXEC + "' -n \"$SLURM_NTASKS\"";
+    return "mpiexec -n \"$SLURM_NTASKS\"";
+  }
+  throw user_error(job.path, ": 'launcher = ", launcher, "' must be srun, mpirun or mpiexec");
 }
 
 int gpus_per_rank(Site site, const JobFile& job) {

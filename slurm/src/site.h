@@ -21,7 +21,14 @@ std::string site_name(Site site);
 std::vector<std::string> array_header(Site site, const JobFile& job, int ranks);
 // #SBATCH lines of the single-task analysis job.
 std::vector<std::string> analysis_header(Site site, const JobFile& job);
-// "srun --mpi=pmi2" or "mpiexec -n \"$SLURM_NTASKS\"" (job setting `launcher`).
+// The site's launcher when the job file names none: psc-bridges2 mpirun (Open MPI's, as PSC
+// documents for Bridges-2), local and generic srun.
+std::string default_launcher(Site site);
+// The line that starts the ranks (job setting `launcher`, default default_launcher(site)):
+//   srun     "srun --mpi=PLUGIN", PLUGIN the job's `srun-mpi`, else on the local site this build's
+//            MPI's (pmi2 for MPICH, pmix for Open MPI), elsewhere pmi2
+//   mpirun   "mpirun -np \"$SLURM_NTASKS\""
+//   mpiexec  "mpiexec -n \"$SLURM_NTASKS\"" (local: this build's hlp-mpiexec, by absolute path)
 std::string launcher_line(Site site, const JobFile& job);
 
 // GPUs each rank of an array task holds: psc-bridges2 1 (--gpus=TYPE:ranks), generic its

@@ -1,10 +1,11 @@
 // hlp-train: one MPI-launched training job (one strategy per job).
 #include <hdf5.h>
-#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <thread>
 
 #include "cli/launch_env.h"
 #include "cli/options.h"
@@ -23,6 +24,13 @@ namespace {
 std::string error_line(const hlp::UserError& e) {
   return "hlp-train: error: " + hlp::printable(e.what(), std::string::npos);
 }
+
+// A rank other than 0 gives rank 0 two seconds to print the one line and end the job
+// (MPI_Abort), then ends it itself. The whole two seconds: sleep_for resumes after a signal,
+// where sleep() returned early. Open MPI's launcher stops the other ranks of an aborted job with
+// SIGTERM before SIGKILL; hlp-train's checkpoint handler catches SIGTERM, so sleep() returned at
+// once and every rank printed the line (cli_hostile_inputs, 2 ranks). MPICH's sends SIGKILL.
+void wait_for_rank0_to_speak() { std::this_thread::sleep_for(std::chrono::seconds(2)); }
 
 }  // namespace
 
@@ -83,12 +91,12 @@ int main(int argc, char** argv) {
   } catch (const hlp::IoError& e) {
     // Disk full, quota, I/O error: every rank learnt it together (the result writer agrees on
     // each write), so rank 0 speaks; the result file keeps what was flushed before.
-    if (world->rank() != 0) sleep(2);
+    if (world->rank() != 0) wait_for_rank0_to_speak();
     hlp::comm::abort_all(error_line(e), hlp::kExitIoError);
   } catch (const hlp::UserError& e) {
     // Usually every rank fails alike (config, data); rank 0 speaks and ends the job. A rank
     // failing alone ends it too, after giving rank 0 a moment to speak first.
-    if (world->rank() != 0) sleep(2);
+    if (world->rank() != 0) wait_for_rank0_to_speak();
     hlp::comm::abort_all(error_line(e), 2);
   } catch (const std::exception& e) {
     hlp::comm::abort_all("hlp-train: internal error on rank " + std::to_string(world->rank()) +

@@ -3,6 +3,7 @@
 // -> held-out batch -> optimizer and loss scaler -> activation prediction -> does it fit.
 #include "train/session.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.h"
@@ -346,11 +347,22 @@ void refuse_what_cannot_fit(const Session& s) {
     numbers[3] = limit;
   }
   world.all_reduce(numbers, comm::ReduceOp::Sum);
+  // ... and what its limit is, as text: rank 0 prints the line, and the worst rank may be another
+  // (it is under Open MPI; MPICH usually makes rank 0 the worst). Its bytes, the others' zeros.
+  constexpr int64_t kSourceBytes = 256;
+  at::Tensor source = at::zeros({kSourceBytes}, at::kLong);
+  if (speaker)
+    for (int64_t i = 0; i < std::min<int64_t>(kSourceBytes - 1, limit_source.size()); ++i)
+      source[i] = int64_t(static_cast<unsigned char>(limit_source[i]));
+  world.all_reduce(source, comm::ReduceOp::Sum);
+  std::string worst_source;
+  for (int64_t i = 0; i < kSourceBytes && source[i].item<int64_t>() != 0; ++i)
+    worst_source += char(source[i].item<int64_t>());
   const auto mib = [&](int i) { return std::to_string(int64_t(numbers[i].item<double>()) >> 20); };
   throw user_error(
       "predicted peak ", mib(0), " MiB on rank ", worst_rank, " (activations ", mib(1),
       " MiB at --seq-len ", c.seq_len, ", --micro-batch ", s.split.micro_batch, ") exceeds the ",
-      mib(2), " MiB it may use (", speaker ? limit_source : "its memory limit",
+      mib(2), " MiB it may use (", worst_source,
       "); lower --seq-len or --micro-batch, add --activation-checkpointing, use more ranks, or "
       "pass --allow-overcommit to run anyway");
 }

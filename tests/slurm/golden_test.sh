@@ -1,6 +1,7 @@
 #!/bin/bash
 # golden_test.sh SITE : renders tests/slurm/golden/sweep.ini for SITE and diffs every rendered
-# script against tests/slurm/golden/SITE/ (the sweep directory is replaced by @SWEEP_DIR@).
+# script against tests/slurm/golden/SITE/ (the sweep directory is replaced by @SWEEP_DIR@; on the
+# local site, srun's PMI plugin, which is the build's MPI's (HLP_SRUN_MPI), by @LOCAL_SRUN_MPI@).
 # HLP_UPDATE_GOLDEN=1 rewrites the golden files instead (review the diff before committing).
 set -euo pipefail
 source "$HLP_SOURCE_DIR/tests/slurm/lib.sh"
@@ -14,8 +15,11 @@ for f in "$work"/sweep/*.sbatch "$work"/sweep/submit.sh; do
   bash -n "$f" || fail "$(basename "$f") is not valid bash"
 done
 rendered="$work/normalized"; mkdir -p "$rendered"
+plugin=()
+[ "$site" = local ] && plugin=(-e "s|srun --mpi=${HLP_SRUN_MPI:?set by ctest} |srun --mpi=@LOCAL_SRUN_MPI@ |")
 for f in "$work"/sweep/*.sbatch "$work"/sweep/submit.sh; do
-  sed -e "s|$work/sweep|@SWEEP_DIR@|g" -e "s|$HLP_SOURCE_DIR|@SOURCE_DIR@|g" "$f" > "$rendered/$(basename "$f")"
+  sed -e "s|$work/sweep|@SWEEP_DIR@|g" -e "s|$HLP_SOURCE_DIR|@SOURCE_DIR@|g" "${plugin[@]}" "$f" \
+    > "$rendered/$(basename "$f")"
 done
 if [ "${HLP_UPDATE_GOLDEN:-0}" = 1 ]; then
   rm -rf "$golden"; mkdir -p "$golden"; cp "$rendered"/* "$golden/"

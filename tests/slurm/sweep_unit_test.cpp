@@ -1,4 +1,5 @@
-// hlp-sweep's pure parts: exclude rules, job-file parsing, expansion and naming, templates, cost.
+// hlp-sweep's pure parts: exclude rules, job-file parsing, expansion and naming, templates, cost,
+// launcher lines.
 #include "catch_compat.h"
 #include <cmath>
 #include <map>
@@ -9,6 +10,7 @@
 #include "exclude_rule.h"
 #include "job_file.h"
 #include "render.h"
+#include "site.h"
 #include "sweep.h"
 
 using namespace hlp::sweep;
@@ -208,4 +210,25 @@ TEST_CASE("cost: steps x step time + start-up per GPU, totals, worst case, not c
   const std::vector<std::string> local_lines = cost_lines(local);
   CHECK(local_lines[0] == "cost of sweep 'c' in rank-hours (CPU ranks: no SUs)");
   for (size_t i = 1; i < local_lines.size(); ++i) CHECK(local_lines[i].find("SU") == std::string::npos);
+}
+
+TEST_CASE("launcher: each site's default, srun's PMI plugin per MPI, mpirun, the build's mpiexec", "[slurm]") {
+  auto line = [](Site site, const std::string& text) { return launcher_line(site, parse(text)); };
+  const std::string body = "[fixed]\nmodel = tiny\n[sweep]\nstrategy = ddp\nranks = 2\n";
+  // Bridges-2: Open MPI's mpirun inside the allocation (slurm/README.md cites PSC's guide).
+  CHECK(line(Site::psc_bridges2, body) == "mpirun -np \"$SLURM_NTASKS\"");
+  CHECK(line(Site::generic, body) == "srun --mpi=pmi2");
+  // The local Slurm runs this build's MPI: MPICH speaks PMI-2, Debian's Open MPI only PMIx.
+  CHECK(line(Site::local, body) == std::string("srun --mpi=") + HLP_SWEEP_LOCAL_SRUN_MPI);
+  CHECK(line(Site::local, "[local]\nsrun-mpi = pmix\n" + body) == "srun --mpi=pmix");
+  CHECK(line(Site::psc_bridges2, "[psc-bridges2]\nlauncher = srun\nsrun-mpi = pmix\n" + body) ==
+        "srun --mpi=pmix");
+  CHECK(line(Site::generic, "[generic]\nlauncher = mpiexec\n" + body) == "mpiexec -n \"$SLURM_NTASKS\"");
+  // locally not whichever mpiexec Debian's alternatives pick, but the build's own
+  CHECK(line(Site::local, "[local]\nlauncher = mpiexec\n" + body) ==
+        std::string("'") + HLP_SWEEP_LOCAL_MPIEXEC + "' -n \"$SLURM_NTASKS\"");
+  CHECK_THROWS_WITH(parse("[job]\nlauncher = aprun\n" + body),
+                    Catch::Contains("'launcher = aprun' must be srun, mpirun or mpiexec"));
+  CHECK_THROWS_WITH(line(Site::generic, "[generic]\nlauncher = aprun\n" + body),
+                    Catch::Contains("must be srun, mpirun or mpiexec"));
 }

@@ -31,6 +31,11 @@ args[3]=$((stopped_at + 2))  # --steps: two more steps after resuming
 grep -q "resumed from .*step_$stopped_at" "$dir/second.log" || { echo "FAIL: did not resume"; cat "$dir/second.log"; exit 1; }
 grep -q "step $((stopped_at + 2))/$((stopped_at + 2))" "$dir/second.log" || { echo "FAIL: no final step"; cat "$dir/second.log"; exit 1; }
 echo "ok: resumed at step $stopped_at and finished"
+# The result file names the MPI that ran (root attribute mpi_version): this build's (HLP_MPI).
+mpi_version=$(h5dump -a /mpi_version "$dir/run.h5" | sed -n 's/^ *(0): "\(.*\)"$/\1/p')
+case "${HLP_MPI:-mpich}" in openmpi) want="Open MPI" ;; *) want="MPICH" ;; esac
+[[ "$mpi_version" == *"$want"* ]] || { echo "FAIL: mpi_version '$mpi_version' does not name $want"; exit 1; }
+echo "ok: mpi_version = $mpi_version"
 
 # The result file of both launches: steps 0..N-1 exactly once, the segments, complete = 1.
 /usr/bin/python3 - "$dir/run.h5" "$((stopped_at + 2))" "$stopped_at" <<'PY' || { echo "FAIL: the resumed result file"; exit 1; }
