@@ -4,11 +4,13 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/launch_env.h"
@@ -215,7 +217,7 @@ int main(int argc, char** argv) {
   try {
     exit_code = run(args, parsed.config, world);
   } catch (const hlp::UserError& e) {
-    if (world->rank() != 0) sleep(2);
+    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 0 speaks
     hlp::comm::abort_all(error_line(e), 2);
   } catch (const std::exception& e) {
     hlp::comm::abort_all("hlp-eval: internal error on rank " + std::to_string(world->rank()) +
