@@ -33,7 +33,7 @@ set -euo pipefail
 COMMON_PACKAGES=(
   build-essential cmake make pkg-config git ccache ca-certificates procps
   libopenblas0-pthread
-  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py python3-numpy
+  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools python3-h5py python3-numpy python3-pandas
   libboost-program-options-dev catch2 nlohmann-json3-dev
   libsentencepiece-dev sentencepiece libpcre2-dev libicu-dev gnuplot-nox
   slurm-wlm munge

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/node_comm.h"
 #include "common/error.h"
 
 #if defined(HLP_HAVE_CUDA)
@@ -77,8 +78,7 @@ DeviceKind check_device_request(DeviceKind requested_device, CommBackend request
 
 DeviceInfo select_device(DeviceKind requested_device, MPI_Comm comm) {
   DeviceInfo info;
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm node = comm::split_by_host(comm);
   MPI_Comm_rank(node, &info.local_rank);
   MPI_Comm_size(node, &info.local_ranks);
   if (const char* slurm_local = std::getenv("SLURM_LOCALID")) {

@@ -4,7 +4,7 @@
 //
 //   --device auto  cuda when this LibTorch has CUDA and a GPU is visible, else cpu
 //   --device cuda  rank takes GPU local_rank % visible_devices; the local rank comes from MPI
-//                  (MPI_Comm_split_type SHARED, ordered by world rank) and is checked against
+//                  (comm::split_by_host, ordered by world rank) and is checked against
 //                  SLURM_LOCALID when Slurm set it
 //   --comm auto    nccl on cuda, mpi on cpu. nccl refuses two ranks on one GPU (checked here
 //                  by GPU UUID, so per-rank CUDA_VISIBLE_DEVICES is handled); mpi takes CUDA
@@ -28,7 +28,7 @@ struct DeviceInfo {
   c10::Device device{c10::kCPU};
   DeviceKind kind = DeviceKind::cpu;  // cpu | cuda (never automatic)
   std::string name = "cpu";     // cudaDeviceProp::name, e.g. "NVIDIA H100 80GB HBM3"
-  int local_rank = 0;           // from MPI_Comm_split_type(SHARED)
+  int local_rank = 0;           // from comm::split_by_host
   int local_ranks = 1;          // ranks on this node
   int visible_devices = 0;      // cudaGetDeviceCount on this rank (0 on cpu)
   int node_devices_used = 0;    // distinct GPUs the ranks of this node compute on (0 on cpu)

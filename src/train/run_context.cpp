@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "comm/mpi_communicator.h"
+#include "comm/node_comm.h"
 #include "common/error.h"
 #if defined(HLP_HAVE_CUDA)
 #include "comm/cuda_timing.h"
@@ -12,8 +13,7 @@
 namespace hlp::train {
 
 NodeLoad node_load(MPI_Comm world, int requested_threads) {
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm node = comm::split_by_host(world);
   int local_ranks = 1;
   MPI_Comm_size(node, &local_ranks);
   NodeLoad load;

@@ -44,7 +44,7 @@ int affinity_cores();
 
 // Ranks sharing this node according to the launcher's environment (MPI_LOCALNRANKS from
 // Hydra, OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE), 1 when none is set. hlp-train
-// uses MPI_Comm_split_type instead; this is for callers without a communicator at hand.
+// uses comm::split_by_host instead; this is for callers without a communicator at hand.
 int launcher_local_ranks();
 
 }  // namespace hlp::train
