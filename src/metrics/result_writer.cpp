@@ -321,6 +321,8 @@ struct ResultWriter::State {
     const hid_t root = file.get();
     trace_type = make_trace_row_type();
     int64_t keep = 0;
+    std::vector<int64_t> numbers_kept;  // the kept step numbers
+    std::vector<TraceRow> kept_trace;   // this rank's kept trace rows
     io([&] {
       trace_ds.clear();
       for (const auto& m : metrics) {
@@ -346,6 +348,7 @@ struct ResultWriter::State {
                          "read /steps/step");
       while (keep < static_cast<int64_t>(n) && numbers[static_cast<size_t>(keep)] < from_step)
         ++keep;
+      numbers_kept.assign(numbers.begin(), numbers.begin() + keep);
       // This rank's kept values of every metric: its history.
       for (const auto& m : metrics) {
         std::vector<double> values(static_cast<size_t>(keep));
@@ -365,8 +368,7 @@ struct ResultWriter::State {
         history[m] = std::move(values);
       }
     });
-    // The trace rows of the kept steps (and those outside any step): this rank filters its own
-    // dataset, moving kept rows up where a dropped one came before them.
+    // The trace rows of the kept steps (and those outside any step): this rank reads its own.
     int64_t kept_rows = 0;
     io([&] {
       const hid_t ds = trace_ds[static_cast<size_t>(rank)];
@@ -377,34 +379,60 @@ struct ResultWriter::State {
       if (n > 0)
         h5::check_status(H5Dread(ds, trace_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()),
                          "read /trace/rank" + std::to_string(rank));
-      std::vector<TraceRow> kept;
-      size_t prefix = 0;  // rows kept in place
-      while (prefix < rows.size() && rows[prefix].step < from_step) ++prefix;
+      kept_trace.clear();
       for (const auto& row : rows)
-        if (row.step < from_step) kept.push_back(row);
-      kept_rows = static_cast<int64_t>(kept.size());
-      if (kept.size() > prefix) {
-        const hsize_t start[1] = {0};
-        const hsize_t cnt[1] = {static_cast<hsize_t>(kept.size())};
-        write_slab(ds, trace_type, kept.data(), 1, start, cnt,
-                   "rewrite /trace/rank" + std::to_string(rank), xfer_indep);
-      }
+        if (row.step < from_step) kept_trace.push_back(row);
+      kept_rows = static_cast<int64_t>(kept_trace.size());
     });
     trace_rows.assign(static_cast<size_t>(world), 0);
     MPI_Allgather(&kept_rows, 1, MPI_INT64_T, trace_rows.data(), 1, MPI_INT64_T, comm);
+    // The kept part goes into fresh datasets (same type and creation properties) rather than
+    // shrinking the old ones: HDF5 2.2 (Debian sid) aborts in H5D__chunk_write ("UINT_MAX ==
+    // udata.idx_hint") when a shrunk chunked dataset is written again in parallel.
+    auto recreate = [&](h5::Handle& ds, const std::string& name, hid_t type,
+                        std::vector<hsize_t> dims) {
+      h5::Handle dcpl = h5::plist(H5Dget_create_plist(ds), "creation list of " + name);
+      ds.reset();
+      h5::check_status(H5Ldelete(root, name.c_str(), H5P_DEFAULT), "delete " + name);
+      std::vector<hsize_t> maxdims(dims);
+      maxdims.back() = H5S_UNLIMITED;
+      h5::Handle space = h5::space(H5Screate_simple(int(dims.size()), dims.data(), maxdims.data()),
+                                   name + " space");
+      ds = h5::dataset(H5Dcreate2(root, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                       "create " + name);
+    };
     io([&] {
-      const hsize_t dims[2] = {static_cast<hsize_t>(world), static_cast<hsize_t>(keep)};
-      for (const auto& m : metrics)
-        h5::check_status(H5Dset_extent(metric_ds.at(m), dims), "shrink /steps/" + m);
-      const hsize_t steps_kept = static_cast<hsize_t>(keep);
-      h5::check_status(H5Dset_extent(step_index_ds, &steps_kept), "shrink /steps/step");
-      for (int r = 0; r < world; ++r) {
-        const hsize_t rows = static_cast<hsize_t>(trace_rows[static_cast<size_t>(r)]);
-        h5::check_status(H5Dset_extent(trace_ds[static_cast<size_t>(r)], &rows),
-                         "shrink /trace/rank" + std::to_string(r));
+      for (const auto& m : metrics) {
+        const std::string name = std::string(schema::kStepsGroup) + "/" + m;
+        recreate(metric_ds.at(m), name, H5T_IEEE_F64LE,
+                 {static_cast<hsize_t>(world), static_cast<hsize_t>(keep)});
+        const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
+        const hsize_t cnt[2] = {1, static_cast<hsize_t>(keep)};
+        write_slab(metric_ds.at(m), H5T_NATIVE_DOUBLE, history[m].data(), 2, start, cnt,
+                   "rewrite " + name, xfer);
       }
+      std::vector<int64_t> kept_numbers;
+      for (int64_t i = 0; i < keep; ++i) kept_numbers.push_back(i < int64_t(numbers_kept.size())
+                                                                    ? numbers_kept[size_t(i)]
+                                                                    : i);
+      recreate(step_index_ds, schema::kStepIndex, H5T_STD_I64LE, {static_cast<hsize_t>(keep)});
+      const hsize_t start1[1] = {0};
+      const hsize_t cnt1[1] = {rank == 0 ? static_cast<hsize_t>(keep) : 0};
+      write_slab(step_index_ds, H5T_NATIVE_INT64, kept_numbers.data(), 1, start1, cnt1,
+                 "rewrite /steps/step", xfer);
+      for (int r = 0; r < world; ++r)
+        recreate(trace_ds[static_cast<size_t>(r)],
+                 std::string(schema::kTraceGroup) + "/rank" + std::to_string(r), trace_type,
+                 {static_cast<hsize_t>(trace_rows[static_cast<size_t>(r)])});
       if (h5::link_exists(root, schema::kSummaryGroup))
         h5::check_status(H5Ldelete(root, schema::kSummaryGroup, H5P_DEFAULT), "delete /summary");
+    });
+    io([&] {  // independent: each rank its own trace rows
+      if (kept_trace.empty()) return;
+      const hsize_t start[1] = {0};
+      const hsize_t cnt[1] = {static_cast<hsize_t>(kept_trace.size())};
+      write_slab(trace_ds[static_cast<size_t>(rank)], trace_type, kept_trace.data(), 1, start,
+                 cnt, "rewrite /trace/rank" + std::to_string(rank), xfer_indep);
     });
     steps_written = steps_on_disk = keep;
   }
