@@ -488,6 +488,14 @@ std::string lock_result_file(const std::string& path, int* fd_out) {
 }
 
 
+// The group `name` under `root`, made if absent (a resumed launch finds its earlier one).
+h5::Handle open_or_create_group(hid_t root, const char* name) {
+  return h5::link_exists(root, name)
+             ? h5::group(H5Gopen2(root, name, H5P_DEFAULT), std::string("open ") + name)
+             : h5::group(H5Gcreate2(root, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                         std::string("create ") + name);
+}
+
 // FNV-1a, 64 bits, as 16 hex digits: the configuration fingerprint.
 std::string fnv1a_hex(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
@@ -890,12 +898,7 @@ ResultWriter::ResultWriter(MPI_Comm comm, const std::string& path, const RunInfo
 
   // /segments: this launch beside the earlier ones it appends to
   {
-    h5::Handle g = h5::link_exists(root, schema::kSegmentsGroup)
-                       ? h5::group(H5Gopen2(root, schema::kSegmentsGroup, H5P_DEFAULT),
-                                   "open /segments")
-                       : h5::group(H5Gcreate2(root, schema::kSegmentsGroup, H5P_DEFAULT,
-                                              H5P_DEFAULT, H5P_DEFAULT),
-                                   "create /segments");
+    h5::Handle g = open_or_create_group(root, schema::kSegmentsGroup);
     std::string launches;
     for (const auto& line : seg_lines) launches += line + "\n";
     h5::write_attr(g, schema::kSegFirstStep, seg_first);
@@ -941,10 +944,7 @@ void ResultWriter::write_model(const ModelInfo& model_in, int64_t params_local) 
   MPI_Allgather(&params_local, 1, MPI_INT64_T, per_rank.data(), 1, MPI_INT64_T, s.comm);
 
   const hid_t root = s.file.get();
-  h5::Handle g = h5::link_exists(root, schema::kModelGroup)
-                     ? h5::group(H5Gopen2(root, schema::kModelGroup, H5P_DEFAULT), "open /model")
-                     : h5::group(H5Gcreate2(root, schema::kModelGroup, H5P_DEFAULT, H5P_DEFAULT,
-                                            H5P_DEFAULT), "create /model");
+  h5::Handle g = open_or_create_group(root, schema::kModelGroup);
   h5::write_attr(g, schema::kModelName, m.name);
   h5::write_attr(g, schema::kPattern, m.pattern);
   h5::write_attr(g, schema::kAttnImpl, m.attn_impl);
@@ -990,11 +990,7 @@ void ResultWriter::write_pipeline(const PipelineInfo& p_in) {
   MPI_Bcast(&p.bubble_fraction_simulated, 1, MPI_DOUBLE, 0, s.comm);
 
   const hid_t root = s.file.get();
-  h5::Handle g =
-      h5::link_exists(root, schema::kPipelineGroup)
-          ? h5::group(H5Gopen2(root, schema::kPipelineGroup, H5P_DEFAULT), "open /pipeline")
-          : h5::group(H5Gcreate2(root, schema::kPipelineGroup, H5P_DEFAULT, H5P_DEFAULT,
-                                 H5P_DEFAULT), "create /pipeline");
+  h5::Handle g = open_or_create_group(root, schema::kPipelineGroup);
   h5::write_attr(g, schema::kStageFirstLayer, p.stage_first_layer);
   h5::write_attr(g, schema::kStageCost, p.stage_cost);
   h5::write_attr(g, schema::kStageCostMeasured, p.stage_cost_measured_s);
@@ -1015,13 +1011,8 @@ void ResultWriter::write_context_parallel(const ContextParallelInfo& info) {
   State& s = *state_;
   {
     const hid_t root = s.file.get();
-    h5::Handle g =  // a resumed launch writes over its earlier launch's totals
-        h5::link_exists(root, schema::kContextParallelGroup)
-            ? h5::group(H5Gopen2(root, schema::kContextParallelGroup, H5P_DEFAULT),
-                        "open /context_parallel")
-            : h5::group(H5Gcreate2(root, schema::kContextParallelGroup, H5P_DEFAULT,
-                                   H5P_DEFAULT, H5P_DEFAULT),
-                        "create /context_parallel");
+    // a resumed launch writes over its earlier launch's totals
+    h5::Handle g = open_or_create_group(root, schema::kContextParallelGroup);
     std::string kinds;
     for (const auto& k : info.exchange_kinds) kinds += (kinds.empty() ? "" : ",") + k;
     h5::write_attr(g, schema::kCpSize, info.cp);
