@@ -4,16 +4,15 @@
 #include <hdf5.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/launch_env.h"
+#include "cli/mpi_main.h"
 #include "cli/options.h"
 #include "comm/mpi_communicator.h"
 #include "common/error.h"
@@ -59,9 +58,7 @@ const char* kHelp =
 
 std::FILE* g_json = nullptr;  // the JSON lines (the process's original stdout)
 
-std::string error_line(const hlp::UserError& e) {
-  return "hlp-eval: error: " + hlp::printable(e.what(), std::string::npos);
-}
+std::string error_line(const hlp::UserError& e) { return hlp::cli::error_line("hlp-eval", e); }
 
 struct EvalArgs {
   std::string tokens;      // --tokens FILE
@@ -207,23 +204,9 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "%s\n", error_line(e).c_str());
     return 2;
   }
-  auto world = hlp::comm::init_mpi_world(argc, argv, {parsed.config.comm_timeout_s});
-  if (const std::string why = hlp::cli::launch_mismatch(world->size()); !why.empty()) {
-    if (world->rank() == 0) std::fprintf(stderr, "hlp-eval: error: %s\n", why.c_str());
-    hlp::comm::finalize();
-    return 2;
-  }
-  int exit_code = 0;
-  try {
-    exit_code = run(args, parsed.config, world);
-  } catch (const hlp::UserError& e) {
-    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 0 speaks
-    hlp::comm::abort_all(error_line(e), 2);
-  } catch (const std::exception& e) {
-    hlp::comm::abort_all("hlp-eval: internal error on rank " + std::to_string(world->rank()) +
-                             ": " + e.what(),
-                         1);
-  }
-  hlp::comm::finalize();
-  return exit_code;
+  return hlp::cli::run_on_mpi_world(
+      "hlp-eval", argc, argv, parsed.config.comm_timeout_s,
+      [&](const std::shared_ptr<hlp::comm::MpiCommunicator>& world) {
+        return run(args, parsed.config, world);
+      });
 }
