@@ -27,8 +27,12 @@
 #              tests/train (train_parity_np2, "held bytes equal the closed form") pins to the
 #              closed form.
 #   report     hlp-analyze report of all those runs (table only, marked WARN, without gnuplot).
-#   perf-*     single and fsdp2 (1 rank, NCCL) tokens/s and peak GiB for jet-nemotron-2b,
-#              LoRA r32, bf16, T = 4096 (median over the steps after 2 warm-up steps).
+#   perf-*     single and fsdp2 (1 rank, NCCL) tokens/s and peak GiB for jet-nemotron-2b with its
+#              real vocabulary (151,936; the shipped Qwen3 tokenizer), LoRA r32 alpha 64 on every
+#              projection, bf16, T = 4096, micro-batch 1 (median over the steps after 2 warm-up
+#              steps); with --peer-export DIR also the PyTorch peer's step on the same GPU
+#              (bench/peer/peer_step.py; DIR from `hlp-export-init --weights no` with the same
+#              model, tokenizer and LoRA) and the ratio HLP single / peer.
 #
 # Options: --bundle DIR (default build-gpu-bundle), --build DIR (default build-gpu),
 #          --cpu-dry-run (everything with --device cpu, Debian's LibTorch, the bundle's MPI/HDF5
@@ -40,12 +44,27 @@
 #          device tool allows 10 minutes a command, so build in one call and check in the next
 #          (the machine keeps BUILD while it stays warm); --targets "A B" builds only those
 #          (a quicker dry run: hlp-train hlp-analyze hlp_sdpa_test).
+#          --peer-export DIR (see perf-*), --run-timeout S (each tiny run, default 120 s) and
+#          --perf-timeout S (each perf run, default 240 s): a hung run cannot eat a device call;
+#          --deadline S: no run starts after S seconds from the check's start, and none is given
+#          longer than what remains (its row says "deadline"), so the summary and the files
+#          always come back inside a device call's limit.
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
 dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 targets="" jobs="$(nproc)"
+peer_export="" run_timeout=120 perf_timeout=240 deadline=0
+started=$(date +%s)
+# seconds a run may take now: min(LIMIT, what the deadline leaves); 0 when under 20 s are left
+budget() {
+  local left
+  [ "$deadline" -gt 0 ] || { echo "$1"; return; }
+  left=$((deadline - ($(date +%s) - started)))
+  [ "$left" -ge 20 ] || { echo 0; return; }
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle="$(realpath -m "$2")"; shift 2 ;;
@@ -58,7 +77,11 @@ while [ $# -gt 0 ]; do
     --skip-build) skip_build=1; shift ;;
     --targets) targets="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --peer-export) peer_export="$(realpath -m "$2")"; shift 2 ;;
+    --run-timeout) run_timeout="$2"; shift 2 ;;
+    --perf-timeout) perf_timeout="$2"; shift 2 ;;
+    --deadline) deadline="$2"; shift 2 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -178,6 +201,32 @@ export LD_LIBRARY_PATH="$libdir:$libdir/hdf5/mpich${LD_LIBRARY_PATH:+:$LD_LIBRAR
 export PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$prefix/usr/share/pkgconfig"
 export CMAKE_POLICY_VERSION_MINIMUM=3.5   # CMake >= 4 and the bundle's older package configs
 export HYDRA_LAUNCHER=fork                # one machine: no ssh
+# HDF5 (Debian's build) NEEDs libcurl.so.4 for its read-only S3 driver alone, which HLP never
+# uses (it opens local files); a CUDA image may have no libcurl. Then a stand-in of the eight
+# functions HDF5 names, with curl's symbol version, lets the library load: curl_global_init
+# succeeds, everything else fails as curl does without a network (CURLE_FAILED_INIT).
+hdf5_so="$(ls "$libdir"/libhdf5_mpich.so.* 2>/dev/null | sed -n 1p)"
+if [ -n "$hdf5_so" ] && [ ! -e "$libdir/libcurl.so.4" ] &&
+   ldd "$hdf5_so" 2>/dev/null | grep 'libcurl.so.4 => not found' >/dev/null; then
+  cat >"$prefix/curl-stand-in.c" <<'EOF'
+#include <stddef.h>
+int curl_global_init(long flags) { (void)flags; return 0; }
+void curl_global_cleanup(void) {}
+void* curl_easy_init(void) { return NULL; }
+int curl_easy_setopt(void* h, int option, ...) { (void)h; (void)option; return 2; }
+int curl_easy_perform(void* h) { (void)h; return 2; }
+void curl_easy_cleanup(void* h) { (void)h; }
+void* curl_slist_append(void* list, const char* s) { (void)list; (void)s; return NULL; }
+void curl_slist_free_all(void* list) { (void)list; }
+EOF
+  echo 'CURL_OPENSSL_4 { global: curl_*; local: *; };' >"$prefix/curl-stand-in.map"
+  if cc -shared -fPIC -O2 -o "$libdir/libcurl.so.4" -Wl,-soname,libcurl.so.4 \
+       -Wl,--version-script="$prefix/curl-stand-in.map" "$prefix/curl-stand-in.c" >>"$log" 2>&1; then
+    say "bundle: no libcurl.so.4 on this machine: HDF5 loads a stand-in ($libdir/libcurl.so.4; its S3 driver is unused)"
+  else
+    row bundle FAIL "no libcurl.so.4 here and the stand-in did not compile (cc; see $log)"; finish
+  fi
+fi
 missing="$(for f in "$libdir"/lib{mpich,hdf5_mpich,boost_program_options,sentencepiece,pcre2-8,icuuc,icui18n,ucp,hwloc,slurm}.so.*; do
   [ -f "$f" ] && ldd "$f" 2>/dev/null | awk '/not found/ {print $1}'; done; ldd "$prefix/usr/bin/mpiexec.hydra" | awk '/not found/ {print $1}')"
 missing="$(echo "$missing" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
@@ -232,7 +281,8 @@ row configure ok "$(grep -E '^-- HLP: LibTorch' "$log" | tail -1 | sed 's/^-- HL
 say "build: cmake --build $build -j $jobs"
 t0=$(date +%s)
 tgt=(); for t in $targets; do tgt+=(--target "$t"); done
-if ! cmake --build "$build" -j "$jobs" "${tgt[@]}" >>"$log" 2>&1; then
+lim="$(budget 100000)"; [ "$lim" -gt 0 ] || lim=1
+if ! timeout -k 5 "$lim" cmake --build "$build" -j "$jobs" "${tgt[@]}" >>"$log" 2>&1; then
   row build FAIL "build failed (see $log)"; grep -E 'error|Error' "$log" | tail -15; finish
 fi
 row build ok "$(( $(date +%s) - t0 )) s, -j $jobs${targets:+, targets: $targets}"
@@ -251,7 +301,8 @@ if [ "$has_device" = 0 ]; then
 fi
 
 # ---------------------------------------------------------------- ctest: CUDA-labelled + MPI comm on CUDA tensors
-( cd "$build" && ctest -L cuda --output-on-failure -j1 ) >"$build/ctest-cuda.log" 2>&1
+lim="$(budget 150)"; [ "$lim" -gt 0 ] || lim=1   # timeout 0 would mean no limit
+( cd "$build" && timeout -k 5 "$lim" ctest -L cuda --output-on-failure -j1 ) >"$build/ctest-cuda.log" 2>&1
 rc=$?
 cat "$build/ctest-cuda.log" >>"$log"
 line="$(cd "$build" && ctest -L cuda -N 2>/dev/null | grep -c 'Test *#')"
@@ -264,7 +315,9 @@ else
     row ctest-cuda FAIL "ctest -L cuda: rc $rc, $skipped skipped on a GPU machine (see $log)"
 fi
 if [ "$dry" = 0 ]; then
-  ( cd "$build" && HLP_TEST_DEVICE=cuda ctest -R '^comm_mpi_np2$' --output-on-failure -j1 ) >>"$log" 2>&1 &&
+  lim="$(budget 120)"; [ "$lim" -gt 0 ] || lim=1
+  ( cd "$build" && HLP_TEST_DEVICE=cuda timeout -k 5 "$lim" ctest -R '^comm_mpi_np2$' \
+      --output-on-failure -j1 ) >>"$log" 2>&1 &&
     row comm-mpi-cuda ok "comm_mpi_np2 with HLP_TEST_DEVICE=cuda (2 ranks, one GPU, MPI backend)" ||
     row comm-mpi-cuda FAIL "comm_mpi_np2 with HLP_TEST_DEVICE=cuda (see $log)"
 fi
@@ -278,7 +331,10 @@ run() {
               --loader-threads 1 --out "$runs/$name.h5" "$@")
   [ "$has_device" = 1 ] && args+=(--device "$device" --comm "$comm")
   rm -f "$runs/$name.h5"
-  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$mpiexec" "${mpi_extra[@]}" -n "$np" "$bin/hlp-train" "${args[@]}" >"$runs/$name.log" 2>&1
+  local limit; limit="$(budget "$run_timeout")"
+  [ "$limit" -gt 0 ] || { echo "deadline: not started" >"$runs/$name.log"; return 1; }
+  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout -k 5 "$limit" \
+    "$mpiexec" "${mpi_extra[@]}" -n "$np" "$bin/hlp-train" "${args[@]}" >"$runs/$name.log" 2>&1
 }
 # losses A B TOL: max over steps of |a - b| / |b| (rank mean per step), and the step count
 cmp_losses() {
@@ -346,26 +402,79 @@ else
 fi
 
 # ---------------------------------------------------------------- perf: jet-nemotron-2b, LoRA r32, bf16, T = 4096
+perf_targets="q_proj,k_proj,v_proj,o_proj,g_proj,a_proj,b_proj,gate_proj,up_proj,down_proj"
+clocks() {   # clocks and power now, into $1
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu \
+    --format=csv >"$1" 2>&1
+}
 if [ "$perf" = 1 ]; then
+  clocks "$runs/perf-clocks-before.csv"
   tok="$build/datasets/qwen3/tokenizer.json"
-  for s in single fsdp2; do
+  hlp_tps=""
+  for s in single peer fsdp2; do
+    if [ "$s" = peer ]; then
+      [ -n "$peer_export" ] || { row perf-peer skip "no --peer-export DIR"; continue; }
+      limit="$(budget "$perf_timeout")"
+      [ "$limit" -gt 0 ] || { row perf-peer FAIL "deadline: not started"; continue; }
+      if timeout -k 5 "$limit" python3 "$here/bench/peer/peer_step.py" --export-dir "$peer_export" \
+           --device cuda --precision bf16 --steps 8 --warmup 2 --lr 1e-4 --seed 1234 \
+           --out "$runs/perf-peer.json" >"$runs/perf-peer.log" 2>&1; then
+        d="$(python3 - "$runs/perf-peer.json" "$runs/perf-single.h5" "$hlp_tps" <<'EOF'
+import sys, json, h5py
+p = json.load(open(sys.argv[1]))
+line = (f"{p['tokens_per_s']:,.0f} tokens/s (median of steps 3-{len(p['step_time_s'])}), peak "
+        f"{p['peak_bytes'] / 2**30:.2f} GiB, {p['gpu']}, torch {p['torch']}, attention {p['attention']}, "
+        f"{p['params_trainable']:,} trainable of {p['params_total']:,}")
+ok = True
+try:
+    with h5py.File(sys.argv[2], "r") as h:
+        m = h["/model"].attrs
+        ht, hp = int(m["params_trainable"]), int(m["params_total"])
+    same = ht == p["params_trainable"] and hp == p["params_total"]
+    line += "; HLP single: " + ("same parameter counts" if same else f"{ht:,} trainable of {hp:,} (DIFFER)")
+    ok = same
+    if sys.argv[3]:
+        line += f"; HLP / peer tokens/s = {float(sys.argv[3]) / p['tokens_per_s']:.3f}"
+except Exception as e:
+    line += f"; no HLP single to compare ({e.__class__.__name__})"
+print(line)
+sys.exit(0 if ok else 1)
+EOF
+)" && row perf-peer ok "PyTorch peer, same shapes: $d" || row perf-peer FAIL "$d"
+      else
+        row perf-peer FAIL "peer run failed: $(tail -1 "$runs/perf-peer.log")"
+      fi
+      continue
+    fi
     rm -f "$runs/perf-$s.h5"
-    if OPENBLAS_NUM_THREADS=1 "$mpiexec" "${mpi_extra[@]}" -n 1 "$bin/hlp-train" --strategy "$s" --device cuda --comm nccl \
-         --model jet-nemotron-2b --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 --precision bf16 \
+    limit="$(budget "$perf_timeout")"
+    [ "$limit" -gt 0 ] || { row "perf-$s" FAIL "deadline: not started"; continue; }
+    if OPENBLAS_NUM_THREADS=1 timeout -k 5 "$limit" "$mpiexec" "${mpi_extra[@]}" -n 1 "$bin/hlp-train" \
+         --strategy "$s" --device cuda --comm nccl \
+         --model jet-nemotron-2b --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 \
+         --lora-targets "$perf_targets" --precision bf16 \
          --seq-len 4096 --micro-batch 1 --global-batch 1 --steps 8 --warmup-steps 2 --lr 1e-4 \
          --seed 1234 --out "$runs/perf-$s.h5" >"$runs/perf-$s.log" 2>&1; then
+      # first word: the median tokens/s, unformatted (for the ratio); the rest is the row
       d="$("$python" - "$runs/perf-$s.h5" <<'EOF'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as h:
     tps = np.asarray(h["/steps/tokens_per_s"], dtype=float); pk = np.asarray(h["/steps/peak_bytes"], dtype=float)
     tps = tps.min(axis=0) if tps.ndim > 1 else tps   # [ranks, steps]
     dev = h.attrs.get("device", b"?"); dev = dev.decode() if isinstance(dev, bytes) else dev
-print(f"{np.median(tps[2:]):,.0f} tokens/s (median of steps 3-{len(tps)}), peak {pk.max() / 2**30:.2f} GiB, {dev}")
+    m = h["/model"].attrs
+    total, trainable = int(m["params_total"]), int(m["params_trainable"])
+med = np.median(tps[2:])
+print(f"{med:.3f} {med:,.0f} tokens/s (median of steps 3-{len(tps)}), peak {pk.max() / 2**30:.2f} GiB, "
+      f"{dev}, {trainable:,} trainable of {total:,} parameters")
 EOF
-)" && row "perf-$s" ok "jet-nemotron-2b r32 bf16 T=4096: $d" || row "perf-$s" FAIL "reading $runs/perf-$s.h5"
+)" && { [ "$s" = single ] && hlp_tps="${d%% *}"; row "perf-$s" ok "jet-nemotron-2b r32 bf16 T=4096: ${d#* }"; } ||
+        row "perf-$s" FAIL "reading $runs/perf-$s.h5"
     else
       row "perf-$s" FAIL "run failed: $(tail -1 "$runs/perf-$s.log")"
     fi
   done
+  clocks "$runs/perf-clocks-after.csv"
 fi
+
 finish

@@ -79,8 +79,8 @@ def apply_rope(x, theta):
     return x * cos + rotated * sin
 
 
-def causal_window_mask(T, window):
-    pos = torch.arange(T)
+def causal_window_mask(T, window, device=None):
+    pos = torch.arange(T, device=device)
     distance = pos.unsqueeze(1) - pos.unsqueeze(0)  # [T, T]: i - j
     allowed = distance >= 0
     if window > 0:
@@ -89,6 +89,12 @@ def causal_window_mask(T, window):
 
 
 class CausalSelfAttention(nn.Module):
+    # "naive": scores [B, H, T, T] materialised, masked softmax (op for op as HLP's reference
+    # kernel); "sdpa": torch's scaled_dot_product_attention (flash / memory-efficient kernels on
+    # CUDA; is_causal for full attention, a boolean band mask for a sliding window), what a
+    # PyTorch user runs on a GPU. bench/peer/peer_step.py sets it.
+    impl = "naive"
+
     def __init__(self, c, window, make_linear, prefix):
         super().__init__()
         self.head_dim = c["attn_head_dim"]
@@ -114,8 +120,15 @@ class CausalSelfAttention(nn.Module):
         if heads != kv_heads:
             k = k.repeat_interleave(heads // kv_heads, 1)
             v = v.repeat_interleave(heads // kv_heads, 1)
+        if self.impl == "sdpa":
+            if self.window > 0:
+                out = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=causal_window_mask(T, self.window, q.device))
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o_proj(out.transpose(1, 2).reshape(B, T, heads * hd))
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(hd)  # [B, H, T, T]
-        allowed = causal_window_mask(T, self.window)
+        allowed = causal_window_mask(T, self.window, q.device)
         scores = scores.masked_fill(allowed.logical_not(), float("-inf"))
         probs = torch.softmax(scores, -1)
         out = torch.matmul(probs, v)  # [B, H, T, hd]
@@ -148,13 +161,14 @@ def gated_delta_rule_chunked(q_in, k_in, v_in, beta_in, g_in, C):
     q, k, v = to_chunks(q_in), to_chunks(k_in), to_chunks(v_in)
     beta, g = gates_to_chunks(beta_in), gates_to_chunks(g_in)
     gamma = g.cumsum(-1)  # [B, H, N, C]
-    lower_incl = torch.ones(C, C, dtype=torch.bool).tril()
-    lower_strict = torch.ones(C, C, dtype=torch.bool).tril(-1)
+    dev = q_in.device
+    lower_incl = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
+    lower_strict = torch.ones(C, C, dtype=torch.bool, device=dev).tril(-1)
     D = (gamma.unsqueeze(-1) - gamma.unsqueeze(-2)).masked_fill(
         lower_incl.logical_not(), float("-inf")).exp()  # [B, H, N, C, C]
     kk = torch.matmul(k, k.transpose(-1, -2))
     A = (beta.unsqueeze(-1) * kk * D).masked_fill(lower_strict.logical_not(), 0.0)
-    I_plus_A = A + torch.eye(C, dtype=q.dtype)
+    I_plus_A = A + torch.eye(C, dtype=q.dtype, device=dev)
     W = torch.linalg.solve_triangular(I_plus_A, (beta * gamma.exp()).unsqueeze(-1) * k,
                                       upper=False, left=True, unitriangular=True)
     U = torch.linalg.solve_triangular(I_plus_A, beta.unsqueeze(-1) * v,
@@ -164,7 +178,7 @@ def gated_delta_rule_chunked(q_in, k_in, v_in, beta_in, g_in, C):
     gamma_last = gamma.select(-1, C - 1)  # [B, H, N]
     k_to_end = k * (gamma_last.unsqueeze(-1) - gamma).exp().unsqueeze(-1)
     chunk_decay = gamma_last.exp().unsqueeze(-1).unsqueeze(-1)  # [B, H, N, 1, 1]
-    S = torch.zeros(B, H, k_in.size(3), dv, dtype=v_in.dtype)
+    S = torch.zeros(B, H, k_in.size(3), dv, dtype=v_in.dtype, device=dev)
     W_n, U_n, qd_n = W.unbind(2), U.unbind(2), q_decayed.unbind(2)
     qk_n, kend_n, decay_n = qk_decayed.unbind(2), k_to_end.unbind(2), chunk_decay.unbind(2)
     outputs = []
@@ -265,7 +279,10 @@ class GatedDeltaNet(nn.Module):
         k = l2_normalize(k)
         beta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
         g = -self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)
-        core = gated_delta_rule_chunked(q, k, v, beta, g, self.chunk)
+        # the core in float32 under bf16 autocast, as HLP's (docs/model-math.md)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            core = gated_delta_rule_chunked(q.float(), k.float(), v.float(), beta.float(),
+                                            g.float(), self.chunk)
         gate = self.g_proj(x).view(B, T, -1, self.dv)
         o = self.o_norm(core) * F.silu(gate)
         return self.o_proj(o.reshape(B, T, -1))

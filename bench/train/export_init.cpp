@@ -1,6 +1,6 @@
 // hlp-export-init: the starting point of an hlp-train run, written for the PyTorch peer
-// (bench/peer/). It builds the model exactly as hlp-train does (src/train/trainer.cpp:
-// resolve_model_config(...).with_vocab(loader vocab), apply_lora(make_lora_config(...)), seed)
+// (bench/peer/). It builds the model exactly as hlp-train does (src/train/session.cpp:
+// resolve_run_model(config, loader vocab), apply_lora(its LoRA config), seed)
 // and writes, into --out-dir:
 //   config.json  model config + LoRA config + data shape (what the Python model needs)
 //   params.json  [{name, shape, offset_bytes, trainable}] in named_parameters() order
@@ -8,6 +8,9 @@
 //   tokens.bin   the first --batches global batches, int64 [batches, G, T+1] row-major
 //                (hlp::data::Loader with dp_size 1: the same global batches every dp size sees)
 // So both sides start from identical weights and see identical data.
+// With --weights no only config.json and params.json (names, shapes, trainable; no offsets) are
+// written: the architecture and the adapted modules, for a throughput peer that initialises its
+// own weights (bench/peer/peer_step.py on a GPU: a 2 B model's params.bin would be 8 GB).
 //
 //   hlp-export-init --model small --tokenizer spm.model --data corpus.txt --seq-len 256
 //     --global-batch 8 --lora-rank 8 --lora-alpha 16 --seed 1234 --batches 6 --out-dir DIR
@@ -29,6 +32,7 @@
 #include "model/lora_config.h"
 #include "train/config.h"
 #include "train/data_options.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -37,13 +41,14 @@ using hlp::user_error;
 const char* kUsage =
     "usage: hlp-export-init --out-dir DIR [--model tiny|small] [--pattern P] [--data PATH]\n"
     "  [--tokenizer byte|FILE.model] [--seq-len T] [--global-batch G] [--lora-rank r]\n"
-    "  [--lora-alpha a] [--lora-targets LIST] [--seed S] [--batches K]\n"
+    "  [--lora-alpha a] [--lora-targets LIST] [--seed S] [--batches K] [--weights yes|no]\n"
     "Defaults are hlp-train's (src/train/config.h).";
 
 struct Options {
   hlp::train::TrainConfig train;
   std::string out_dir;
   int batches = 6;
+  bool weights = true;  // params.bin and tokens.bin
 };
 
 Options parse(int argc, char** argv) {
@@ -75,6 +80,9 @@ Options parse(int argc, char** argv) {
       else if (key == "lora-targets") t.lora_targets = value;
       else if (key == "seed") t.seed = std::stoull(value);
       else if (key == "batches") o.batches = std::stoi(value);
+      else if (key == "weights" && (value == "yes" || value == "no")) o.weights = value == "yes";
+      else if (key == "weights")
+        throw user_error("hlp-export-init: --weights takes yes or no, got '", value, "'");
       else throw user_error("hlp-export-init: unknown option --", key, "\n", kUsage);
     } catch (const std::logic_error&) {  // stoi/stod: invalid_argument, out_of_range
       throw user_error("hlp-export-init: --", key, " needs a number, got '", value, "'");
@@ -128,20 +136,27 @@ int run(const Options& o) {
   std::filesystem::create_directories(o.out_dir);
   const std::filesystem::path dir(o.out_dir);
 
-  // Data first: the tokenizer decides the vocab (as in trainer.cpp).
+  // Data first: the tokenizer decides the vocab (as in session.cpp).
   hlp::data::Loader loader(hlp::train::data_options_for(t), /*dp_rank=*/0, /*dp_size=*/1);
 
-  hlp::model::ModelConfig mc = hlp::model::resolve_model_config(t.model, t.pattern, t.gdn_mode)
-                                   .with_vocab(loader.vocab_size());
+  // hlp-train's model: a real preset keeps its padded vocabulary under its own tokenizer
+  const hlp::train::RunModel run_model = hlp::train::resolve_run_model(t, loader.vocab_size());
+  const hlp::model::ModelConfig& mc = run_model.model;
   hlp::model::HybridLM model(mc, t.seed);
-  auto lora = hlp::model::make_lora_config(t.lora_rank, t.lora_alpha, t.lora_dropout, t.lora_targets);
-  auto report = hlp::model::apply_lora(model, lora);
+  auto report = hlp::model::apply_lora(model, run_model.lora);
 
   // Parameters: index + float32 blob.
   nlohmann::json index = nlohmann::json::array();
-  std::ofstream blob(dir / "params.bin", std::ios::binary);
+  std::ofstream blob;
+  if (o.weights) blob.open(dir / "params.bin", std::ios::binary);
   int64_t offset = 0;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    if (!o.weights) {
+      index.push_back({{"name", item.key()},
+                       {"shape", item.value().sizes().vec()},
+                       {"trainable", item.value().requires_grad()}});
+      continue;
+    }
     at::Tensor p = item.value().detach().to(at::kFloat).contiguous();
     blob.write(reinterpret_cast<const char*>(p.data_ptr<float>()), std::streamsize(p.nbytes()));
     index.push_back({{"name", item.key()},
@@ -150,17 +165,20 @@ int run(const Options& o) {
                      {"trainable", item.value().requires_grad()}});
     offset += int64_t(p.nbytes());
   }
-  if (!blob) throw user_error("hlp-export-init: cannot write ", (dir / "params.bin").string());
+  if (o.weights && !blob)
+    throw user_error("hlp-export-init: cannot write ", (dir / "params.bin").string());
   write_json(dir / "params.json", index);
 
   // The first K global batches: [K, G, T+1] int64.
-  std::ofstream tokens(dir / "tokens.bin", std::ios::binary);
-  for (int k = 0; k < o.batches; ++k) {
+  std::ofstream tokens;
+  if (o.weights) tokens.open(dir / "tokens.bin", std::ios::binary);
+  for (int k = 0; o.weights && k < o.batches; ++k) {
     hlp::data::Batch b = loader.next();
     tokens.write(reinterpret_cast<const char*>(b.tokens.data()),
                  std::streamsize(b.tokens.size() * sizeof(int64_t)));
   }
-  if (!tokens) throw user_error("hlp-export-init: cannot write ", (dir / "tokens.bin").string());
+  if (o.weights && !tokens)
+    throw user_error("hlp-export-init: cannot write ", (dir / "tokens.bin").string());
 
   auto cfg = config_json(mc, t, o.batches);
   cfg["params_total"] = report.total_params;
