@@ -3,7 +3,17 @@
 // maps the few that v3 renamed, so the same test sources build with either.
 #pragma once
 
-#if __has_include(<catch2/catch_all.hpp>)
+// HLP_CATCH2_MAJOR: the version CMake's find_package(Catch2) found (tests/CMakeLists.txt);
+// without it (a compile outside CMake), the headers the compiler sees.
+#if defined(HLP_CATCH2_MAJOR)
+#define HLP_CATCH2_V3 (HLP_CATCH2_MAJOR >= 3)
+#elif __has_include(<catch2/catch_all.hpp>)
+#define HLP_CATCH2_V3 1
+#else
+#define HLP_CATCH2_V3 0
+#endif
+
+#if HLP_CATCH2_V3
 #include <catch2/catch_all.hpp>
 
 #include <string>
