@@ -48,14 +48,15 @@
 #          --perf-timeout S (each perf run, default 240 s): a hung run cannot eat a device call;
 #          --deadline S: no run starts after S seconds from the check's start, and none is given
 #          longer than what remains (its row says "deadline"), so the summary and the files
-#          always come back inside a device call's limit.
+#          always come back inside a device call's limit. --perf-only: only the perf rows (no
+#          ctest, parity, bf16, report); --perf-runs "single peer fsdp2" (the default) picks them.
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
 dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 targets="" jobs="$(nproc)"
-peer_export="" run_timeout=120 perf_timeout=240 deadline=0
+peer_export="" run_timeout=120 perf_timeout=240 deadline=0 perf_only=0 perf_runs="single peer fsdp2"
 started=$(date +%s)
 # seconds a run may take now: min(LIMIT, what the deadline leaves); 0 when under 20 s are left
 budget() {
@@ -81,7 +82,9 @@ while [ $# -gt 0 ]; do
     --run-timeout) run_timeout="$2"; shift 2 ;;
     --perf-timeout) perf_timeout="$2"; shift 2 ;;
     --deadline) deadline="$2"; shift 2 ;;
-    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
+    --perf-only) perf_only=1; shift ;;
+    --perf-runs) perf_runs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -309,6 +312,7 @@ if [ "$has_device" = 0 ]; then
   else row flags FAIL "this hlp-train has no --device option"; finish; fi
 fi
 
+if [ "$perf_only" = 0 ]; then
 # ---------------------------------------------------------------- ctest: CUDA-labelled + MPI comm on CUDA tensors
 lim="$(budget 150)"; [ "$lim" -gt 0 ] || lim=1   # timeout 0 would mean no limit
 ( cd "$build" && timeout -k 5 "$lim" ctest -L cuda --output-on-failure -j1 ) >"$build/ctest-cuda.log" 2>&1
@@ -410,6 +414,8 @@ else
     row report FAIL "hlp-analyze table (see $log)"
 fi
 
+fi   # perf_only
+
 # ---------------------------------------------------------------- perf: jet-nemotron-2b, LoRA r32, bf16, T = 4096
 perf_targets="q_proj,k_proj,v_proj,o_proj,g_proj,a_proj,b_proj,gate_proj,up_proj,down_proj"
 clocks() {   # clocks and power now, into $1
@@ -420,7 +426,7 @@ if [ "$perf" = 1 ]; then
   clocks "$runs/perf-clocks-before.csv"
   tok="$build/datasets/qwen3/tokenizer.json"
   hlp_tps=""
-  for s in single peer fsdp2; do
+  for s in $perf_runs; do
     if [ "$s" = peer ]; then
       [ -n "$peer_export" ] || { row perf-peer skip "no --peer-export DIR"; continue; }
       limit="$(budget "$perf_timeout")"

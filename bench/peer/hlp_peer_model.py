@@ -72,8 +72,8 @@ def apply_rope(x, theta):
     inv_freq = torch.pow(theta, -torch.arange(0, hd, 2, dtype=torch.float64) / float(hd))
     angles = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
     angles = torch.cat([angles, angles], -1)  # [T, hd]
-    cos = angles.cos().to(x.dtype)
-    sin = angles.sin().to(x.dtype)
+    cos = angles.cos().to(device=x.device, dtype=x.dtype)
+    sin = angles.sin().to(device=x.device, dtype=x.dtype)
     h0, h1 = x.chunk(2, -1)
     rotated = torch.cat([-h1, h0], -1)
     return x * cos + rotated * sin
