@@ -31,6 +31,8 @@ constexpr double kCudaContextBytes = 0.75 * kGiB;
 // The caching allocator rounds blocks (512 B small, 2 MiB large segments) and fragments: a
 // fraction of the allocator peak, estimated.
 constexpr double kAllocatorRounding = 0.05;
+// A GPU's compute efficiency where no GPU run of HLP has calibrated it (docs/planning.md).
+constexpr double kAssumedGpuEfficiency = 0.35;
 
 struct DeviceRow {
   const char* name;
@@ -38,6 +40,8 @@ struct DeviceRow {
   const char* cuda_name;  // for metrics::gpu_peak_flops (device_peak.h)
   double link_bytes_per_s;
   const char* link;
+  double efficiency = kAssumedGpuEfficiency;  // fraction of the peak a training step reaches
+  const char* efficiency_source = "assumed";
 };
 
 // Nominal capacities (V100 / A100 / H100: GiB of HBM; H200: 141 GB); per-rank ring bandwidth:
@@ -49,7 +53,9 @@ const std::vector<DeviceRow>& device_rows() {
       {"v100-32", 32 * kGiB, "Tesla V100-SXM2-32GB", 150e9, "NVLink 2: 300 GB/s a GPU"},
       {"a100-40", 40 * kGiB, "NVIDIA A100-SXM4-40GB", 300e9, "NVLink 3: 600 GB/s a GPU"},
       {"a100-80", 80 * kGiB, "NVIDIA A100-SXM4-80GB", 300e9, "NVLink 3: 600 GB/s a GPU"},
-      {"h100-80", 80 * kGiB, "NVIDIA H100 80GB HBM3", 450e9, "NVLink 4: 900 GB/s a GPU"},
+      // efficiency: hlp-plan --calibrate of HLP's own runs on a lent H100 (docs/gpu-results.md)
+      {"h100-80", 80 * kGiB, "NVIDIA H100 80GB HBM3", 450e9, "NVLink 4: 900 GB/s a GPU", 0.037,
+       "measured: hlp-plan --calibrate of 3 runs, jet-nemotron-2b LoRA bf16 T 4096, 2026-11-27"},
       {"h200", 141e9, "NVIDIA H200", 450e9, "NVLink 4: 900 GB/s a GPU"},
       {"l40s-48", 48 * kGiB, "NVIDIA L40S", 25e9, "PCIe 4.0 x16: 32 GB/s"},
   };
@@ -101,6 +107,7 @@ PlanDevice plan_device(const std::string& name, model::Precision precision, int 
       d.peak_source = peak.source;
     }
     d.efficiency = 0.5;
+    d.efficiency_source = "assumed";
     d.link_bytes_per_s = 5e9;
     d.link_latency_s = 5e-6;
     d.link_source = "MPI shared memory, 5 GB/s and 5 us: assumed";
@@ -117,7 +124,8 @@ PlanDevice plan_device(const std::string& name, model::Precision precision, int 
                                                                : metrics::PeakPrecision::half);
     d.peak_flops = peak ? peak->flops_per_s : 0;
     d.peak_source = peak ? peak->source : "unknown";
-    d.efficiency = 0.35;
+    d.efficiency = r.efficiency;
+    d.efficiency_source = r.efficiency_source;
     d.link_bytes_per_s = r.link_bytes_per_s;
     d.link_latency_s = 10e-6;
     d.link_source = std::string(r.link) + ", half of it a direction per rank; 10 us a message";
@@ -597,13 +605,14 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
   std::snprintf(head, sizeof(head),
                 "hlp-plan: model %s, T %d, global batch %d (micro-batch %d), LoRA r %d, %s%s on "
                 "%s\n  memory: %.0f MiB a rank (%s); reserve %.0f MiB + %.0f%% of the peak\n"
-                "  compute: %.4g GFLOP/s peak (%s) at efficiency %.2f; links: %s\n",
+                "  compute: %.4g GFLOP/s peak (%s) at efficiency %.3g (%s); links: %s\n",
                 in.train.model.c_str(), in.train.seq_len, in.train.global_batch,
                 in.train.micro_batch, in.train.lora_rank, model::to_string(in.train.precision),
                 in.train.activation_checkpointing ? ", activation checkpointing" : "",
                 in.device.name.c_str(), mib(in.device.memory_bytes), in.device.memory_source.c_str(),
                 mib(in.device.reserve_bytes), 100 * in.device.rounding, in.device.peak_flops / 1e9,
-                in.device.peak_source.c_str(), in.device.efficiency, in.device.link_source.c_str());
+                in.device.peak_source.c_str(), in.device.efficiency,
+                in.device.efficiency_source.c_str(), in.device.link_source.c_str());
   os << head;
   os << "| # | candidate | params MiB | grads MiB | optim MiB | working set MiB | activations MiB "
         "| comm MiB | reserve MiB | peak + reserve MiB | fits | step s | bubble | tokens/s |\n"

@@ -65,6 +65,7 @@ struct PlanDevice {
   double peak_flops = 0;         // per device, at the run's precision
   std::string peak_source;
   double efficiency = 0;         // fraction of peak_flops the training step reaches
+  std::string efficiency_source;  // "assumed", or the calibration that measured it
   double link_bytes_per_s = 0;   // per-rank ring bandwidth between ranks of a node
   double link_latency_s = 0;
   std::string link_source;
