@@ -13,9 +13,20 @@ OUTDIR/<name>/reference.json                    transformers' loss of each seque
                                                 fp64 (its logits in float64, cross-entropy
                                                 here: transformers' loss casts logits to float32),
                                                 its versions, and the model's fields
+(The fp64 model still rounds to float32 where transformers casts explicitly: its RMSNorms, the rope
+cos/sin tables, and for Qwen3.5 / Qwen3-Next the delta rule and the gated norm.)
 The committed copy is tests/hf/transformers5/fixtures/ (each checkpoint under 2 MB): ctest reads it,
 so CI needs no sid root. Regenerate it only with a reason (a new transformers release, a new
-model), and say which.
+model), and say which. The models are made in the order of MODELS from one seed: a new model goes
+at the end, so that the ones before it come out byte-identical.
+
+The Qwen3.5 / Qwen3-Next models (Gated DeltaNet "linear_attention" layers and gated
+"full_attention" layers) run transformers' torch path (torch_chunk_gated_delta_rule, conv1d by
+F.conv1d): the root has neither fla nor causal-conv1d, and make() refuses to go on if it had.
+Their 1-D parameters, which transformers initialises to constants, are drawn at random here
+(see perturb), so that the norm conventions, dt_bias and A_log are all exercised. qwen3_5_vl is
+the vision-language wrapper (Qwen3_5ForConditionalGeneration, model_type qwen3_5: weights under
+model.language_model.* and model.visual.*, lm_head); its losses are on text-only input_ids.
 """
 import json
 import os
@@ -23,7 +34,7 @@ import sys
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -38,20 +49,105 @@ MODELS = [
                                     num_hidden_layers=2, num_attention_heads=6,
                                     num_key_value_heads=2, max_position_embeddings=1024,
                                     tie_word_embeddings=True, rms_norm_eps=1e-5)),
+    # rope_parameters in the v5 dialect: transformers then also saves a stale top-level
+    # "partial_rotary_factor": 0.25 (its default); rope_parameters' 0.5 is the one it uses.
+    # 4 value heads on 2 key heads; conv width 3.
+    ("qwen3_5_text_a", "qwen3_5_text", dict(
+        vocab_size=384, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=24, linear_conv_kernel_dim=3,
+        rope_parameters=dict(rope_type="default", rope_theta=50000.0, partial_rotary_factor=0.5,
+                             mrope_interleaved=True, mrope_section=[11, 11, 10]),
+        max_position_embeddings=1024, tie_word_embeddings=False, rms_norm_eps=1e-6)),
+    # tied; default conv width (4), partial_rotary_factor (0.25) and rope_theta (10000); layer_types
+    # from full_attention_interval 3 (linear, linear, full); one key head per value head; eps 1e-5
+    ("qwen3_5_text_tied", "qwen3_5_text", dict(
+        vocab_size=300, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+        full_attention_interval=3, num_attention_heads=3, num_key_value_heads=1, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=16,
+        linear_value_head_dim=12, max_position_embeddings=1024, tie_word_embeddings=True,
+        rms_norm_eps=1e-5)),
+    # the vision-language wrapper, text-only input; the smallest vision tower transformers takes
+    ("qwen3_5_vl", "qwen3_5", dict(
+        text_config=dict(
+            vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+            layer_types=["linear_attention", "full_attention", "linear_attention"],
+            num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+            linear_num_key_heads=1, linear_num_value_heads=2, linear_key_head_dim=16,
+            linear_value_head_dim=16, max_position_embeddings=1024, tie_word_embeddings=False,
+            rope_parameters=dict(rope_type="default", rope_theta=1000000.0,
+                                 partial_rotary_factor=0.25, mrope_interleaved=True,
+                                 mrope_section=[11, 11, 10]),
+            rms_norm_eps=1e-6),
+        vision_config=dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=1,
+                           patch_size=2, temporal_patch_size=1, spatial_merge_size=1,
+                           out_hidden_size=32, num_position_embeddings=4),
+        image_token_id=252, video_token_id=253, vision_start_token_id=254,
+        vision_end_token_id=255, tie_word_embeddings=False)),
+    # Qwen3-Next with every MLP dense (mlp_only_layers lists every layer; num_experts keeps its
+    # default 512, so the config names experts that no layer has); fused in_proj_qkvz / in_proj_ba
+    # with 3 value heads a key head; legacy-dialect rope_theta / partial_rotary_factor arguments
+    ("qwen3_next_dense", "qwen3_next", dict(
+        vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        mlp_only_layers=[0, 1, 2, 3], full_attention_interval=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=16,
+        linear_value_head_dim=8, rope_theta=1000000.0, partial_rotary_factor=0.5,
+        max_position_embeddings=1024, tie_word_embeddings=False, rms_norm_eps=1e-6)),
 ]
+# the auto class of each model_type (the others: AutoModelForCausalLM)
+AUTO = {"qwen3_5": AutoModelForImageTextToText}
 LENGTHS = [2, 17, 150, 201]  # tokens per sequence: T = 1, 16, 149, 200
+
+
+def perturb(model):
+    """Qwen3.5 / Qwen3-Next: transformers sets its 1-D parameters to constants (the (1 + w) RMSNorms
+    to 0, the gated norm to 1, dt_bias to 1) and A_log to log U(0, 16), which makes exp(g) ~ 0: every
+    linear-attention head would forget at once. Draw them instead: norms 0.1 N(0, 1) about their
+    init, dt_bias 1 + 0.5 N(0, 1), A = exp(A_log) in U(0.02, 2) (slow and fast decay)."""
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if p.dim() != 1 or ".visual." in n:
+                continue
+            if n.endswith("A_log"):
+                p.copy_(torch.empty_like(p).uniform_(0.02, 2.0).log())
+            elif n.endswith("dt_bias"):
+                p.copy_(1.0 + 0.5 * torch.randn_like(p))
+            elif n.endswith("norm.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+            else:
+                raise ValueError(f"perturb: unexpected 1-D parameter {n}")
+
+
+def make(model_type, cfg):
+    auto = AUTO.get(model_type, AutoModelForCausalLM)
+    model = auto.from_config(cfg, dtype=torch.float32)
+    if model_type.startswith("qwen3"):
+        # the reference is transformers' torch path (torch_chunk_gated_delta_rule), not fla's kernels
+        deltanets = [m for m in model.modules() if type(m).__name__.endswith("GatedDeltaNet")]
+        assert deltanets, model_type
+        for m in deltanets:
+            mod = sys.modules[type(m).__module__]
+            assert not mod.is_fast_path_available and m.causal_conv1d_fn is None, model_type
+            assert m.chunk_gated_delta_rule is mod.torch_chunk_gated_delta_rule, model_type
+            assert type(m.norm).__name__.endswith("RMSNormGated"), model_type
+    return model
 
 
 def main(out):
     summary = {}
     for name, model_type, fields in MODELS:
         cfg = AutoConfig.for_model(model_type, **fields)
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        model = make(model_type, cfg)
         # transformers initialises with std 0.02: scale up so the losses are far from log(V)
         with torch.no_grad():
             for p in model.parameters():
                 if p.dim() >= 2:
                     p.mul_(5.0)
+        if model_type.startswith("qwen3"):
+            perturb(model)
         model.eval()
         d = os.path.join(out, name)
         model.save_pretrained(d)
@@ -59,12 +155,14 @@ def main(out):
             if os.path.exists(os.path.join(d, extra)):
                 os.remove(os.path.join(d, extra))
         gen = torch.Generator().manual_seed(len(name))
-        seqs = [torch.randint(0, cfg.vocab_size, (n,), generator=gen) for n in LENGTHS]
+        vocab = cfg.get_text_config().vocab_size
+        seqs = [torch.randint(0, vocab, (n,), generator=gen) for n in LENGTHS]
         with open(os.path.join(d, "tokens.txt"), "w") as f:
             for s in seqs:
                 f.write(" ".join(str(int(t)) for t in s) + "\n")
         losses32, losses64 = [], []
-        model64 = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float64).eval()
+        auto = AUTO.get(model_type, AutoModelForCausalLM)
+        model64 = auto.from_pretrained(d, dtype=torch.float64).eval()
         with torch.no_grad():
             for s in seqs:
                 ids = s.unsqueeze(0)
