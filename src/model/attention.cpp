@@ -24,6 +24,15 @@ torch::Tensor apply_rope(const torch::Tensor& x, double theta, const torch::Tens
   return x * cos + rotated * sin;
 }
 
+torch::Tensor apply_partial_rope(const torch::Tensor& x, double theta, int64_t rotary_dim,
+                                 const torch::Tensor& positions) {
+  const int64_t hd = x.size(3);
+  if (rotary_dim >= hd) return apply_rope(x, theta, positions);
+  return torch::cat({apply_rope(x.narrow(3, 0, rotary_dim), theta, positions),
+                     x.narrow(3, rotary_dim, hd - rotary_dim)},
+                    3);
+}
+
 torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::Device& device) {
   auto pos = torch::arange(seq_len, torch::TensorOptions().dtype(torch::kLong).device(device));
   auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);  // [T, T]: i - j
@@ -58,36 +67,57 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 }
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, int64_t window_)
-    : head_dim(c.attn_head_dim), window(window_), rope_theta(c.rope_theta),
+    : head_dim(c.attn_head_dim), output_gate(c.attn_output_gate),
+      rotary_dim(c.attn_rotary_width()), window(window_), rope_theta(c.rope_theta),
       attn_impl(c.attn_impl) {
   const int64_t q_width = c.attn_heads * c.attn_head_dim;
   const int64_t kv_width = c.attn_kv_heads * c.attn_head_dim;
-  q_proj = register_module("q_proj", LoRALinear(c.hidden, q_width, c.attn_qkv_bias));
+  // Registration order = accounting.cpp parameter_table order.
+  q_proj = register_module("q_proj",
+                           LoRALinear(c.hidden, output_gate ? 2 * q_width : q_width, c.attn_qkv_bias));
   k_proj = register_module("k_proj", LoRALinear(c.hidden, kv_width, c.attn_qkv_bias));
   v_proj = register_module("v_proj", LoRALinear(c.hidden, kv_width, c.attn_qkv_bias));
   o_proj = register_module("o_proj", LoRALinear(q_width, c.hidden, false));
+  if (c.attn_qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(c.attn_head_dim, c.rms_eps));
+    k_norm = register_module("k_norm", RMSNorm(c.attn_head_dim, c.rms_eps));
+  }
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
   // [B, T, H*hd] -> [B, H, T, hd]
-  auto q = q_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
-  auto k = k_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
+  torch::Tensor q, gate;
+  if (output_gate) {  // per head [query | gate]
+    const auto qg = q_proj->forward(x).view({B, T, -1, 2 * head_dim});
+    q = qg.narrow(3, 0, head_dim).contiguous();
+    gate = qg.narrow(3, head_dim, head_dim).reshape({B, T, -1});  // [B, T, H*hd]
+  } else {
+    q = q_proj->forward(x).view({B, T, -1, head_dim});
+  }
+  auto k = k_proj->forward(x).view({B, T, -1, head_dim});
+  if (q_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   auto v = v_proj->forward(x).view({B, T, -1, head_dim}).transpose(1, 2);
   torch::Tensor out;  // [B, H, T, hd]
   if (ContextShard* cp = current_context_shard()) {
     // a piece of the sequence: RoPE at the tokens' global positions, keys from the other pieces
     const auto positions = cp->layout().positions(x.device());
-    q = apply_rope(q, rope_theta, positions);
-    k = apply_rope(k, rope_theta, positions);
+    q = apply_partial_rope(q, rope_theta, rotary_dim, positions);
+    k = apply_partial_rope(k, rope_theta, rotary_dim, positions);
     out = cp->attention(q, k, v, window);
   } else {
-    q = apply_rope(q, rope_theta);
-    k = apply_rope(k, rope_theta);
+    q = apply_partial_rope(q, rope_theta, rotary_dim);
+    k = apply_partial_rope(k, rope_theta, rotary_dim);
     out = attend(q, k, v, window, attn_impl);
   }
   const int64_t heads = q.size(1);
   out = out.transpose(1, 2).reshape({B, T, heads * head_dim});  // [B, T, H*hd]
+  if (output_gate) out = out * torch::sigmoid(gate);
   return o_proj->forward(out);
 }
 

@@ -3,6 +3,12 @@
 // restricted to a sliding window: query i sees keys j with i - window < j <= i.
 // Parameter names (PEFT / Qwen2): q_proj, k_proj, v_proj (bias if attn_qkv_bias), o_proj.
 //
+// Qwen3.5 / Qwen3-Next gated attention (config.attn_output_gate, attn_qk_norm, attn_rotary_dim):
+// q_proj yields per head [query (head_dim) | gate (head_dim)]; q and k are RMS-normalised per
+// head (q_norm, k_norm, [head_dim]) before RoPE, which rotates the first attn_rotary_dim dims of
+// each head (rotate-half within them, frequencies over that width) and passes the rest; the
+// attention output [B, T, H*hd] is multiplied by sigmoid(gate) before o_proj.
+//
 // The head counts are read from the projection outputs at run time (q_proj rows / head_dim),
 // so a tensor-parallel shard holding a slice of the heads runs the same code.
 //
@@ -12,6 +18,7 @@
 #include <torch/torch.h>
 
 #include "model/config.h"
+#include "model/layers.h"
 #include "model/lora_linear.h"
 
 namespace hlp::model {
@@ -20,6 +27,10 @@ namespace hlp::model {
 // a context-parallel piece's global positions). x: [B, H, T, hd].
 torch::Tensor apply_rope(const torch::Tensor& x, double theta,
                          const torch::Tensor& positions = torch::Tensor());
+// RoPE over the first `rotary_dim` dims of each head (apply_rope of that slice, frequencies
+// over its width), the rest passed through; rotary_dim = hd is apply_rope.
+torch::Tensor apply_partial_rope(const torch::Tensor& x, double theta, int64_t rotary_dim,
+                                 const torch::Tensor& positions = torch::Tensor());
 
 // allowed[i][j] = (j <= i) && (i - j < window); window <= 0 means full causal. [T, T] bool.
 torch::Tensor causal_window_mask(int64_t seq_len, int64_t window, const torch::Device& device);
@@ -43,7 +54,10 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // attn_qk_norm only
   int64_t head_dim;
+  bool output_gate = false;
+  int64_t rotary_dim;  // the rotated width of each head (= head_dim: all of it)
   int64_t window;
   double rope_theta;
   AttnImpl attn_impl;  // which kernel (HybridLM::set_attn_impl changes it)

@@ -121,6 +121,10 @@ void ModelConfig::validate() const {
       throw user_error("model config: attn_head_dim ", attn_head_dim,
                        " must be even (RoPE rotates pairs of channels)");
     require_positive_finite(rope_theta, "rope_theta");
+    if (attn_rotary_dim < 0 || attn_rotary_dim > attn_head_dim || attn_rotary_dim % 2 != 0)
+      throw user_error("model config: attn_rotary_dim ", attn_rotary_dim,
+                       " must be even and in [0, attn_head_dim ", attn_head_dim,
+                       "] (0: RoPE over the whole head)");
   }
   if (count_layers(LayerKind::sliding_window) > 0) require_size(window, "window");
   if (count_layers(LayerKind::gated_delta) > 0) {
@@ -135,6 +139,12 @@ void ModelConfig::validate() const {
                        " leaves no kernel-generator width (gdn_heads * gdn_head_dim_v = ",
                        gdn_heads * gdn_head_dim_v, ")");
     require_positive_finite(gdn_norm_eps, "gdn_norm_eps");
+    if (gdn_key_heads < 0 || (gdn_key_heads > 0 && gdn_heads % gdn_key_heads != 0))
+      throw user_error("model config: gdn_key_heads ", gdn_key_heads, " does not divide gdn_heads ",
+                       gdn_heads, " (each q / k head serves a whole number of value heads)");
+    if (gdn_key_heads > 0 && gdn_key_heads != gdn_heads && gdn_variant != GdnVariant::qwen3_5)
+      throw user_error("model config: gdn_key_heads ", gdn_key_heads, " != gdn_heads ", gdn_heads,
+                       " needs gdn_variant qwen3_5 (the others have one head count)");
   }
   require_parameter_bytes_within_limit(*this);
 }
@@ -145,9 +155,17 @@ std::string ModelConfig::summary() const {
      << " mlp=" << mlp_hidden << " vocab=" << vocab << " attn=" << attn_heads << "/"
      << attn_kv_heads << "x" << attn_head_dim << " window=" << window << " gdn=" << gdn_heads
      << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_variant="
-     << (gdn_variant == GdnVariant::jetblock ? "jetblock" : "gated_deltanet")
+     << (gdn_variant == GdnVariant::jetblock  ? "jetblock"
+         : gdn_variant == GdnVariant::qwen3_5 ? "qwen3_5"
+                                              : "gated_deltanet")
      << " gdn_mode=" << to_string(gdn_mode) << " kernels=" << to_string(kernels)
      << " attn_impl=" << to_string(attn_impl);
+  // the Qwen3.5 fields, only where they differ from the other families'
+  if (gdn_key_head_count() != gdn_heads) os << " gdn_key_heads=" << gdn_key_heads;
+  if (attn_output_gate) os << " attn_output_gate=1";
+  if (attn_qk_norm) os << " attn_qk_norm=1";
+  if (attn_rotary_width() != attn_head_dim) os << " attn_rotary_dim=" << attn_rotary_dim;
+  if (norm_zero_centred) os << " norm_zero_centred=1";
   return os.str();
 }
 

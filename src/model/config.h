@@ -21,7 +21,17 @@ enum class LayerKind : char {
 enum class GdnVariant {
   gated_deltanet,  // q, k, v each through a static causal depthwise conv (fla reference)
   jetblock,        // Jet-Nemotron: no q/k conv; v conv kernel generated per token from x
+  // Qwen3.5 / Qwen3-Next (transformers' names): one in_proj_qkv and one conv1d over q | k | v,
+  // in_proj_z (the output gate), in_proj_b, in_proj_a, norm, out_proj; gdn_key_heads q / k heads
+  // each serving gdn_heads / gdn_key_heads value heads (gated_deltanet.h)
+  qwen3_5,
 };
+
+// How a Hugging Face checkpoint names what HLP holds (model/hf/names.h). `standard`: Qwen2 and
+// Jet-Nemotron (model.layers.N.self_attn.*); `qwen3_5`: the G layers' mixers are
+// model.layers.N.linear_attn.*; `qwen3_5_vl`: the same under model.language_model. (the
+// vision-language checkpoint's text model).
+enum class HfLayout { standard, qwen3_5, qwen3_5_vl };
 
 // Which Gated DeltaNet core runs in the G layers (same math, docs/model-math.md: "The
 // recurrence" and "The chunked form").
@@ -87,11 +97,17 @@ struct ModelConfig {
   int64_t attn_kv_heads = 2;  // KV heads (GQA); divides attn_heads
   int64_t attn_head_dim = 16;
   bool attn_qkv_bias = true;  // q, k, v with bias, o without (Qwen2 / Jet-Nemotron)
+  // Qwen3.5 / Qwen3-Next gated attention: q_proj yields per head [query | gate] (2 head_dim
+  // rows a head) and the attention output is multiplied by sigmoid(gate) before o_proj
+  bool attn_output_gate = false;
+  bool attn_qk_norm = false;    // per-head RMSNorm of q and k (q_norm, k_norm) before RoPE
+  int64_t attn_rotary_dim = 0;  // RoPE rotates the first attn_rotary_dim dims of a head; 0 = all
   int64_t window = 16;        // S layers: query i sees keys j with i - window < j <= i
   double rope_theta = 1e6;
 
   // Gated DeltaNet layers (G)
-  int64_t gdn_heads = 2;
+  int64_t gdn_heads = 2;        // the heads the core runs (value heads)
+  int64_t gdn_key_heads = 0;    // qwen3_5: q / k heads (divides gdn_heads); 0 = gdn_heads
   int64_t gdn_head_dim_k = 16;  // d_k
   int64_t gdn_head_dim_v = 32;  // d_v
   int64_t gdn_conv_width = 4;   // causal depthwise short convolution on q, k, v
@@ -107,12 +123,20 @@ struct ModelConfig {
 
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight
+  // The checkpoint's RMSNorm weights w scale by (1 + w) (Qwen3.5's zero-centred norms: the
+  // decoder layers' two, the final one, q_norm / k_norm; not the G layers' gated norm). HLP's
+  // RMSNorm holds the factor itself: 1 + w on load (exact: transformers rounds 1 + w to float32
+  // as well), w = held - 1 on save.
+  bool norm_zero_centred = false;
+  HfLayout hf_layout = HfLayout::standard;
 
   // Runtime switch, not shape: recompute each block in backward instead of storing its
   // activations (HybridLM::set_activation_checkpointing changes it after construction).
   bool activation_checkpointing = false;
 
   int64_t num_layers() const { return static_cast<int64_t>(pattern.size()); }
+  int64_t gdn_key_head_count() const { return gdn_key_heads > 0 ? gdn_key_heads : gdn_heads; }
+  int64_t attn_rotary_width() const { return attn_rotary_dim > 0 ? attn_rotary_dim : attn_head_dim; }
   LayerKind layer_kind(int64_t layer) const;
   int64_t count_layers(LayerKind kind) const;
 

@@ -16,6 +16,16 @@
 // + w2.bias. Names:
 // dynamic_conv1d.kernel_generator.w1 [H*dv/8, D], .w2 [H*dv*4, H*dv/8] with bias (LoRALinear).
 //
+// Qwen3.5 / Qwen3-Next variant (config.gdn_variant = qwen3_5; transformers' Qwen3_5GatedDeltaNet):
+// the same math with transformers' modules: qkv = in_proj_qkv x [B, T, 2 Hk dk + H dv] through one
+// causal depthwise conv1d [2 Hk dk + H dv, 1, width] + SiLU, split q | k | v; q, k (Hk heads)
+// L2-normalised, q scaled, then each q / k head repeated for the H / Hk value heads it serves
+// (head h uses key head h / (H / Hk)); beta = sigmoid(in_proj_b x), g = -exp(A_log) *
+// softplus(in_proj_a x + dt_bias) over H heads; out = out_proj(norm(o) * SiLU(in_proj_z x)).
+// Names: in_proj_qkv in_proj_z in_proj_b in_proj_a out_proj (LoRALinear, no bias), conv1d.weight,
+// A_log [H], dt_bias [H], norm.weight [dv]. A depthwise convolution works per channel, so the
+// one conv1d is the three convolutions of the gated_deltanet variant over q | k | v.
+//
 // Head count is read from tensor shapes (q_proj rows / dk), so a tensor-parallel shard holding
 // a slice of the heads (and the matching rows of A_log, dt_bias, a/b_proj, convs) runs as is.
 #include <torch/torch.h>
@@ -25,6 +35,8 @@
 #include "model/gdn_core.h"
 
 #include <functional>
+#include <tuple>
+
 #include "model/layers.h"
 #include "model/lora_linear.h"
 
@@ -80,13 +92,18 @@ class GatedDeltaNetImpl : public torch::nn::Module {
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   LoRALinear a_proj{nullptr}, b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};
+  // qwen3_5 variant (the others' projections stay null)
+  LoRALinear in_proj_qkv{nullptr}, in_proj_z{nullptr}, in_proj_b{nullptr}, in_proj_a{nullptr};
+  LoRALinear out_proj{nullptr};
+  ShortConv conv1d{nullptr};
   ShortConv q_conv1d{nullptr}, k_conv1d{nullptr}, v_conv1d{nullptr};  // gated_deltanet variant
   DynamicShortConv dynamic_conv1d{nullptr};                           // jetblock variant
   torch::Tensor A_log;    // [H]
   torch::Tensor dt_bias;  // [H]
-  RMSNorm o_norm{nullptr};
+  RMSNorm o_norm{nullptr};  // registered as "norm" in the qwen3_5 variant
 
   int64_t head_dim_k, head_dim_v, chunk_size;
+  int64_t key_heads = 0;  // qwen3_5: q / k heads (config.gdn_key_heads); else = value heads
   GdnMode mode;
   GdnVariant variant;
   // fused: gates, q/k normalisation, chunked core and output gate as fused CPU kernels; lean:
@@ -98,6 +115,9 @@ class GatedDeltaNetImpl : public torch::nn::Module {
  private:
   // path: the resolved kernels (reference, lean or fused) this forward runs
   torch::Tensor forward_impl(const torch::Tensor& x, Kernels path);
+  // the projections and convolutions of each variant: q [B, T, H*dk] (repeated to the value
+  // heads), k likewise, v [B, T, H*dv]; jet: q / k before their SiLU
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> project_qkv(const torch::Tensor& x);
 };
 TORCH_MODULE(GatedDeltaNet);
 

@@ -35,9 +35,10 @@ WeightLoadReport init_from_checkpoint(const std::string& path, const model::Mode
   const double t0 = now_s();
   model::hf::HfCheckpoint ckpt(path);
   const auto expected = model::hf::expected_base_tensors(config);
-  model::hf::check_against(ckpt, expected, model::hf::ignorable_base_tensors(config),
-                           "--init-from checkpoint");
+  const int64_t left_out = model::hf::check_against(
+      ckpt, expected, model::hf::ignorable_base_tensors(config), "--init-from checkpoint");
   WeightLoadReport r = load_into(ckpt, expected, strategy);
+  r.tensors_left_out = left_out;
   r.seconds = now_s() - t0;
   r.allocated_before = before;
   r.peak_before = peak_before;
@@ -118,6 +119,7 @@ void save_merged(const std::string& dir, const model::ModelConfig& config,
     auto a = adapters.find(module + ".lora_A");
     if (e.hlp_name == module + ".weight" && a != adapters.end())
       whole += lora.scale() * torch::matmul(adapters.at(module + ".lora_B"), a->second);
+    if (e.offset != 0.0) whole = whole - e.offset;  // back to the checkpoint's convention
     merged.emplace_back(e.file_name, whole.clone());
   }
   if (world.rank() == 0) {

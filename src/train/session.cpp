@@ -208,6 +208,10 @@ void load_weights(Session& s) {
                         double(r.bytes_written) / (1 << 20), double(r.bytes_held) / (1 << 20),
                         r.seconds, double(r.allocated_before) / (1 << 20),
                         double(r.peak_during) / (1 << 20), double(r.peak_before) / (1 << 20));
+    if (r.tensors_left_out > 0)
+      s.ctx.log.info("--init-from %s: %lld tensors of the checkpoint left out (not part of the "
+                     "model HLP trains: a tied model's lm_head.weight, a vision tower)",
+                     c.init_from.c_str(), (long long)r.tensors_left_out);
   }
   if (!c.load_adapter.empty()) {
     const auto r = load_adapter(c.load_adapter, s.options.model, s.options.lora, *s.strategy);

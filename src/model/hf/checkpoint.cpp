@@ -110,10 +110,18 @@ void HfCheckpoint::read_region(const std::string& name, const Region& region,
   files_[it->second]->read_region(name, region, dest);
 }
 
-void check_against(const HfCheckpoint& ckpt, const std::vector<ExpectedTensor>& expected,
-                   const std::vector<std::string>& ignorable, const std::string& what) {
+int64_t check_against(const HfCheckpoint& ckpt, const std::vector<ExpectedTensor>& expected,
+                      const std::vector<std::string>& ignorable, const std::string& what) {
   std::vector<std::string> missing, wrong_shape, wrong_dtype, unexpected;
-  std::set<std::string> known(ignorable.begin(), ignorable.end());
+  std::set<std::string> known;
+  std::vector<std::string> ignored_prefixes;
+  for (const auto& name : ignorable) {
+    if (name.size() >= 2 && name.compare(name.size() - 2, 2, ".*") == 0)
+      ignored_prefixes.push_back(name.substr(0, name.size() - 1));  // keeps the '.'
+    else
+      known.insert(name);
+  }
+  int64_t ignored = 0;
   for (const auto& e : expected) {
     known.insert(e.file_name);
     if (!ckpt.has(e.file_name)) {
@@ -127,9 +135,21 @@ void check_against(const HfCheckpoint& ckpt, const std::vector<ExpectedTensor>& 
     if (te.dtype != "F32" && te.dtype != "BF16" && te.dtype != "F16" && te.dtype != "F64")
       wrong_dtype.push_back(e.file_name + " " + te.dtype);
   }
-  for (const auto& name : ckpt.names())
-    if (!known.count(name)) unexpected.push_back(name);
-  if (missing.empty() && wrong_shape.empty() && wrong_dtype.empty() && unexpected.empty()) return;
+  std::set<std::string> expected_names;
+  for (const auto& e : expected) expected_names.insert(e.file_name);
+  for (const auto& name : ckpt.names()) {
+    if (known.count(name)) {
+      ignored += expected_names.count(name) ? 0 : 1;
+      continue;
+    }
+    bool prefixed = false;
+    for (const auto& prefix : ignored_prefixes)
+      prefixed = prefixed || name.compare(0, prefix.size(), prefix) == 0;
+    if (prefixed) ++ignored;
+    else unexpected.push_back(name);
+  }
+  if (missing.empty() && wrong_shape.empty() && wrong_dtype.empty() && unexpected.empty())
+    return ignored;
   std::ostringstream os;
   os << what << " '" << ckpt.path() << "' does not match the model config:";
   if (!missing.empty()) os << " missing " << missing.size() << ": " << first_few(missing) << ";";
@@ -155,6 +175,7 @@ int64_t load_held(const HfCheckpoint& ckpt, const std::vector<ExpectedTensor>& e
     if (it == by_hlp.end()) continue;  // e.g. LoRA factors when loading base weights
     torch::Tensor dest = h.local.detach();
     ckpt.read_region(it->second->file_name, h.region, dest);
+    if (it->second->offset != 0.0) dest.add_(it->second->offset);
     bytes += dest.nbytes();
   }
   return bytes;

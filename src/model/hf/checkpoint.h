@@ -43,12 +43,15 @@ struct ExpectedTensor {
   std::string file_name;
   std::string hlp_name;
   std::vector<int64_t> shape;
+  double offset = 0.0;  // HLP holds the file's value + offset (names.h, hf_value_offset)
 };
 
 // One UserError for every mismatch (see above). `ignorable` names may be present without being
-// expected (lm_head.weight of a tied model). `what` names the checkpoint's role in messages.
-void check_against(const HfCheckpoint& checkpoint, const std::vector<ExpectedTensor>& expected,
-                   const std::vector<std::string>& ignorable, const std::string& what);
+// expected (lm_head.weight of a tied model; a name ending in ".*" is a prefix: model.visual.* of
+// a vision-language checkpoint). `what` names the checkpoint's role in messages. Returns how
+// many of the checkpoint's tensors were ignored.
+int64_t check_against(const HfCheckpoint& checkpoint, const std::vector<ExpectedTensor>& expected,
+                      const std::vector<std::string>& ignorable, const std::string& what);
 
 // Reads the regions of `held` whose HLP name is expected; returns the bytes written.
 int64_t load_held(const HfCheckpoint& checkpoint, const std::vector<ExpectedTensor>& expected,

@@ -289,6 +289,111 @@ void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
   }
 }
 
+// Qwen3.5's text model (model_type qwen3_5_text; also the text_config of qwen3_5): Gated
+// DeltaNet "linear_attention" layers and gated full attention (docs/hf-checkpoints.md).
+void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where) {
+  f.no_effect(kNoEffect);
+  f.set(c.hidden, "hidden", "hidden_size");
+  f.set(c.mlp_hidden, "mlp_hidden", "intermediate_size");
+  f.set(c.vocab, "vocab", "vocab_size");
+  f.set(c.attn_heads, "attn_heads", "num_attention_heads");
+  f.set(c.attn_kv_heads, "attn_kv_heads", "num_key_value_heads");
+  f.set(c.attn_head_dim, "attn_head_dim", "head_dim");
+  f.set(c.rms_eps, "rms_eps", "rms_norm_eps");
+  c.gdn_norm_eps = c.rms_eps;
+  f.note("gdn_norm_eps", "= rms_eps  <- Qwen3.5: the gated norm uses rms_norm_eps");
+  if (f.has("tie_word_embeddings")) {
+    f.set(c.tied_embeddings, "tied_embeddings", "tie_word_embeddings");
+  } else {
+    c.tied_embeddings = false;
+    f.note("tied_embeddings", "0  <- Qwen3.5's default (no tie_word_embeddings)");
+  }
+  const bool bias = f.has("attention_bias") && f.get<bool>("attention_bias");
+  if (bias)
+    throw user_error(where, ": field 'attention_bias' = true is not implemented by HLP for "
+                     "qwen3_5 (its attention has no biases; HLP implements false)");
+  f.expect("attention_bias", false, "no attention biases");
+  c.attn_qkv_bias = false;
+  c.attn_output_gate = true;
+  c.attn_qk_norm = true;
+  c.norm_zero_centred = true;
+  c.gdn_variant = GdnVariant::qwen3_5;
+  f.note("attn_qkv_bias", "0  <- qwen3_5: attention_bias");
+  f.note("gdn_variant", "qwen3_5  <- qwen3_5: gated attention (q_proj [query | gate], q_norm, "
+                        "k_norm), zero-centred RMSNorms, Gated DeltaNet in_proj_qkv/z/b/a");
+  f.expect("hidden_act", "silu", "the MLP is SwiGLU with SiLU");
+  f.expect("attention_dropout", 0.0, "no dropout on attention probabilities");
+  f.expect("rope_scaling", nullptr, "RoPE without scaling");
+  // Gated DeltaNet shapes
+  f.set(c.gdn_conv_width, "gdn_conv_width", "linear_conv_kernel_dim");
+  f.set(c.gdn_head_dim_k, "gdn_head_dim_k", "linear_key_head_dim");
+  f.set(c.gdn_head_dim_v, "gdn_head_dim_v", "linear_value_head_dim");
+  f.set(c.gdn_key_heads, "gdn_key_heads", "linear_num_key_heads");
+  f.set(c.gdn_heads, "gdn_heads", "linear_num_value_heads");
+  // layer_types decides the pattern (transformers' default: full attention every 4th layer)
+  const int64_t layers = f.integer("num_hidden_layers", 1, kMaxLayers);
+  c.pattern.clear();
+  if (f.has("layer_types")) {
+    const auto types = f.get<std::vector<std::string>>("layer_types");
+    if (int64_t(types.size()) != layers)
+      throw user_error(where, ": layer_types has ", types.size(),
+                       " entries but num_hidden_layers is ", layers);
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] == "linear_attention") c.pattern += 'G';
+      else if (types[i] == "full_attention") c.pattern += 'A';
+      else
+        throw user_error(where, ": layer_types[", i, "] = '", printable(types[i]),
+                         "' is not implemented by HLP (linear_attention, full_attention are)");
+    }
+    f.no_effect({"full_attention_interval"});
+    f.note("pattern", c.pattern + "  <- " + where + ": layer_types (linear_attention G, "
+                                  "full_attention A)");
+  } else {
+    const int64_t interval =
+        f.has("full_attention_interval") ? f.integer("full_attention_interval", 1, kMaxLayers) : 4;
+    for (int64_t i = 0; i < layers; ++i) c.pattern += (i + 1) % interval ? 'G' : 'A';
+    f.note("pattern", c.pattern + "  <- " + where + ": num_hidden_layers, full_attention_interval " +
+                          std::to_string(interval) + " (transformers' rule)");
+  }
+  // RoPE: transformers 5 keeps it in rope_parameters; the rotated width is
+  // int(head_dim * partial_rotary_factor) of rope_parameters (a top-level partial_rotary_factor,
+  // which transformers 5 writes as well, only stands in where rope_parameters has none; 0.25 is
+  // Qwen3.5's default). mrope (mrope_section, mrope_interleaved) rotates text-only positions
+  // exactly as 1-D RoPE: every section sees the same position.
+  double factor = 0.25;
+  std::string factor_from = "Qwen3.5's default";
+  const bool top_factor = f.has("partial_rotary_factor");
+  if (top_factor) {
+    factor = f.positive_number("partial_rotary_factor");
+    factor_from = where + ": partial_rotary_factor";
+  }
+  if (f.has("rope_parameters")) {
+    Fields rope = f.object("rope_parameters");
+    rope.set(c.rope_theta, "rope_theta", "rope_theta");
+    rope.expect("rope_type", "default", "RoPE without scaling");
+    if (rope.has("partial_rotary_factor")) {
+      factor = rope.positive_number("partial_rotary_factor");
+      factor_from = rope.where() + ": partial_rotary_factor";
+      if (top_factor) f.no_effect({"partial_rotary_factor"});
+    }
+    rope.no_effect({"mrope_section", "mrope_interleaved"});
+    rope.reject_unread();
+  } else {
+    f.set(c.rope_theta, "rope_theta", "rope_theta");
+  }
+  f.no_effect({"use_mrope"});
+  if (!(factor <= 1.0))
+    throw user_error(where, ": partial_rotary_factor ", factor, " must be in (0, 1]");
+  c.attn_rotary_dim = static_cast<int64_t>(double(c.attn_head_dim) * factor);  // int() as Python
+  if (c.attn_rotary_dim % 2 != 0 || c.attn_rotary_dim < 2)
+    throw user_error(where, ": head_dim ", c.attn_head_dim, " x partial_rotary_factor ", factor,
+                     " = ", c.attn_rotary_dim, " rotated dims: RoPE needs an even number >= 2");
+  std::ostringstream rot;
+  rot << c.attn_rotary_dim << "  <- int(head_dim x partial_rotary_factor " << factor << ", "
+      << factor_from << ")";
+  f.note("attn_rotary_dim", rot.str());
+}
+
 }  // namespace
 
 HfModelConfig read_hf_config(const std::string& path) {
@@ -312,9 +417,32 @@ HfModelConfig read_hf_config(const std::string& path) {
     read_jet_nemotron(f, root, c, out, where);
   } else if (out.model_type == "qwen2") {
     read_qwen2(f, c, where);
+  } else if (out.model_type == "qwen3_5_text") {
+    read_qwen3_5_text(f, c, where);
+    c.hf_layout = HfLayout::qwen3_5;
+  } else if (out.model_type == "qwen3_5") {
+    // the vision-language checkpoint: HLP trains its text model (model.language_model.*, the
+    // LM head); the vision tower's config and weights are reported and left out
+    Fields text = f.object("text_config");
+    text.expect("model_type", "qwen3_5_text", "the text model of qwen3_5");
+    read_qwen3_5_text(text, c, where + ": text_config");
+    text.reject_unread();
+    c.hf_layout = HfLayout::qwen3_5_vl;
+    // transformers' Qwen3_5ForConditionalGeneration ties by the top-level flag (default false);
+    // text_config's is read above and then overruled
+    c.tied_embeddings = f.has("tie_word_embeddings") && f.get<bool>("tie_word_embeddings");
+    f.note("tied_embeddings", std::string(c.tied_embeddings ? "1" : "0") + "  <- " + where +
+                                  ": tie_word_embeddings (the wrapper's; text_config's has no "
+                                  "effect on it)");
+    f.no_effect(kNoEffect);
+    f.no_effect({"vision_config", "image_token_id", "video_token_id", "vision_start_token_id",
+                 "vision_end_token_id"});
+    f.note("hf_layout", "qwen3_5_vl  <- model_type qwen3_5: text model only (model.language_model.*, "
+                        "lm_head); model.visual.* left out");
   } else {
     throw user_error("--model-config: model_type '", printable(out.model_type), "' in '",
-                     file.string(), "' is not implemented by HLP (jet_nemotron and qwen2 are)");
+                     file.string(), "' is not implemented by HLP (jet_nemotron, qwen2, qwen3_5_text "
+                     "and qwen3_5 are)");
   }
   f.reject_unread();
   out.name_or_path = root.contains("_name_or_path") && root["_name_or_path"].is_string()

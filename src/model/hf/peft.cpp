@@ -17,7 +17,7 @@ namespace hlp::model::hf {
 std::vector<ExpectedTensor> expected_base_tensors(const ModelConfig& config) {
   std::vector<ExpectedTensor> out;
   for (const auto& p : parameter_table(config, LoraConfig::none()))
-    out.push_back({hf_name_of(p.name), p.name, p.shape});
+    out.push_back({hf_name_of(p.name, config), p.name, p.shape, hf_value_offset(p.name, config)});
   return out;
 }
 
@@ -25,13 +25,15 @@ std::vector<ExpectedTensor> expected_adapter_tensors(const ModelConfig& config,
                                                      const LoraConfig& lora) {
   std::vector<ExpectedTensor> out;
   for (const auto& p : parameter_table(config, lora))
-    if (p.adapter) out.push_back({peft_name_of(p.name), p.name, p.shape});
+    if (p.adapter) out.push_back({peft_name_of(p.name, config), p.name, p.shape});
   return out;
 }
 
 std::vector<std::string> ignorable_base_tensors(const ModelConfig& config) {
-  if (config.tied_embeddings) return {"lm_head.weight"};
-  return {};
+  std::vector<std::string> out;
+  if (config.tied_embeddings) out.push_back("lm_head.weight");
+  if (config.hf_layout == HfLayout::qwen3_5_vl) out.push_back("model.visual.*");  // vision tower
+  return out;
 }
 
 namespace {
@@ -54,7 +56,7 @@ void write_peft_adapter(const std::string& dir, const std::map<std::string, torc
   if (ec) throw user_error("--save-adapter: cannot create '", dir, "': ", ec.message());
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (const auto& [name, t] : adapters) {
-    const std::string peft = peft_name_of(name);
+    const std::string peft = peft_name_of(name, config);
     if (peft.empty()) throw user_error("internal: '", name, "' has no PEFT name");
     tensors.emplace_back(peft, t.to(torch::kFloat));
   }
