@@ -75,6 +75,26 @@ dir="$FIX/qwen3_next_dense"
 refused "model_type 'qwen3_next'" \
   "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --tokens "$dir/tokens.txt"
 echo "ok: tp on Qwen3.5 and qwen3_next refused with one line"
+# Broken Qwen3.5 configs: one line naming the problem, exit 2, before anything is allocated.
+badcfg() {  # badcfg EXPECTED_TEXT PYTHON_EDIT (of the dict c)
+  mkdir -p "$work/badcfg"
+  /usr/bin/python3 -c "import json, sys; c = json.load(open('$FIX/qwen3_5_text_a/config.json')); $2; json.dump(c, open('$work/badcfg/config.json', 'w'))"
+  set +e
+  "$HLP_EVAL" --model-config "$work/badcfg" --threads 1 --tokens "$FIX/qwen3_5_text_a/tokens.txt" \
+    > "$work/badcfg.out" 2> "$work/badcfg.err"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && [ "$(grep -c 'error:' "$work/badcfg.err")" -eq 1 ] &&
+    grep -qF -- "$1" "$work/badcfg.err" && [ ! -s "$work/badcfg.out" ] ||
+    { echo "FAIL: config edit '$2': exit $rc, want one line with '$1'"; cat "$work/badcfg.err"; exit 1; }
+}
+badcfg "layer_types has 3 entries but num_hidden_layers is 4" "c['layer_types'] = c['layer_types'][:3]"
+badcfg "layer_types[1] = 'sliding_attention' is not implemented" "c['layer_types'][1] = 'sliding_attention'"
+badcfg "gdn_key_heads 2 does not divide gdn_heads 3" "c['linear_num_value_heads'] = 3"
+badcfg "attn_kv_heads 3 does not divide attn_heads 4" "c['num_key_value_heads'] = 3"
+badcfg "field 'moe_intermediate_size' is not implemented" "c['moe_intermediate_size'] = 32"
+badcfg "attention_bias' = true is not implemented" "c['attention_bias'] = True"
+echo "ok: broken Qwen3.5 configs refused (exit 2, one line naming the field)"
 # --sequences: the corpus through hlp-train's loader (the tiny preset, bytes), the same numbers
 # alone and split by cp 2 and pp 2.
 for how in single cp pp; do
