@@ -234,6 +234,33 @@ ModelConfig preset(const std::string& name) {
     c.gdn_heads = 20;  // only used if --pattern adds G layers
     c.gdn_head_dim_k = 64;
     c.gdn_head_dim_v = 64;
+  } else if (name == "qwen3.5-27b") {
+    // The text model of Qwen/Qwen3.5-27B (its config.json's text_config, docs/hf-checkpoints.md):
+    // 64 layers, three Gated DeltaNet to one gated full attention; LoRA-finetuned dense.
+    c.pattern.clear();
+    for (int i = 0; i < 16; ++i) c.pattern += "GGGA";
+    c.hidden = 5120;
+    c.mlp_hidden = 17408;
+    c.vocab = 248320;
+    c.attn_heads = 24;
+    c.attn_kv_heads = 4;
+    c.attn_head_dim = 256;
+    c.attn_qkv_bias = false;
+    c.attn_output_gate = true;
+    c.attn_qk_norm = true;
+    c.attn_rotary_dim = 64;  // partial_rotary_factor 0.25
+    c.rope_theta = 1e7;
+    c.gdn_variant = GdnVariant::qwen3_5;
+    c.gdn_key_heads = 16;
+    c.gdn_heads = 48;
+    c.gdn_head_dim_k = 128;
+    c.gdn_head_dim_v = 128;
+    c.gdn_conv_width = 4;
+    c.gdn_norm_eps = 1e-6;
+    c.rms_eps = 1e-6;
+    c.tied_embeddings = false;
+    c.norm_zero_centred = true;
+    c.hf_layout = HfLayout::qwen3_5_vl;  // the published checkpoint is the vision-language one
   } else {
     std::ostringstream names;
     for (const auto& n : preset_names()) names << " " << n;
@@ -247,7 +274,7 @@ PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t token
                                    const std::string& tokenizer) {
   const ModelConfig c = preset(preset_name);
   const bool real = preset_name == "jet-nemotron-2b" || preset_name == "jet-nemotron-4b" ||
-                    preset_name == "gpt2-large";
+                    preset_name == "gpt2-large" || preset_name == "qwen3.5-27b";
   PresetVocabulary v{tokenizer_vocab, ""};
   if (!real || tokenizer_vocab > c.vocab) return v;
   if (tokenizer_vocab * 100 >= c.vocab * 99) {  // the model's own tokenizer: its padded vocab
@@ -270,7 +297,7 @@ PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t token
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large"};
+  return {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large", "qwen3.5-27b"};
 }
 
 ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,

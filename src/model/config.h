@@ -151,7 +151,7 @@ struct ModelConfig {
   std::string summary() const;  // one line: name, pattern, D, heads ...
 };
 
-// Presets: tiny | small | jet-nemotron-2b | jet-nemotron-4b | gpt2-large.
+// Presets: tiny | small | jet-nemotron-2b | jet-nemotron-4b | gpt2-large | qwen3.5-27b.
 ModelConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 

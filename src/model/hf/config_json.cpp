@@ -324,6 +324,14 @@ void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where) {
   f.expect("hidden_act", "silu", "the MLP is SwiGLU with SiLU");
   f.expect("attention_dropout", 0.0, "no dropout on attention probabilities");
   f.expect("rope_scaling", nullptr, "RoPE without scaling");
+  // Fields of the published checkpoints' config.json (Qwen/Qwen3.5-*) that transformers keeps
+  // as plain attributes: the gate is always there, the core runs in float32, every MLP is dense
+  // (the sparse ones are qwen3_5_moe's), and the multi-token-prediction head is not part of
+  // the language model's forward (its mtp.* weights, where shipped, are left out on load).
+  f.expect("attn_output_gate", true, "the gated attention of Qwen3.5");
+  f.expect("mamba_ssm_dtype", "float32", "the Gated DeltaNet core in float32");
+  f.expect("mlp_only_layers", json::array(), "dense MLPs in every layer");
+  f.no_effect({"mtp_num_hidden_layers", "mtp_use_dedicated_embeddings"});
   // Gated DeltaNet shapes
   f.set(c.gdn_conv_width, "gdn_conv_width", "linear_conv_kernel_dim");
   f.set(c.gdn_head_dim_k, "gdn_head_dim_k", "linear_key_head_dim");

@@ -33,6 +33,7 @@ std::vector<std::string> ignorable_base_tensors(const ModelConfig& config) {
   std::vector<std::string> out;
   if (config.tied_embeddings) out.push_back("lm_head.weight");
   if (config.hf_layout == HfLayout::qwen3_5_vl) out.push_back("model.visual.*");  // vision tower
+  if (config.hf_layout != HfLayout::standard) out.push_back("mtp.*");  // multi-token prediction
   return out;
 }
 

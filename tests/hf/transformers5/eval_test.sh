@@ -94,7 +94,19 @@ badcfg "gdn_key_heads 2 does not divide gdn_heads 3" "c['linear_num_value_heads'
 badcfg "attn_kv_heads 3 does not divide attn_heads 4" "c['num_key_value_heads'] = 3"
 badcfg "field 'moe_intermediate_size' is not implemented" "c['moe_intermediate_size'] = 32"
 badcfg "attention_bias' = true is not implemented" "c['attention_bias'] = True"
+badcfg "field 'mamba_ssm_dtype' = \"bfloat16\" is not implemented" "c['mamba_ssm_dtype'] = 'bfloat16'"
+badcfg "field 'mlp_only_layers' = [0] is not implemented" "c['mlp_only_layers'] = [0]"
 echo "ok: broken Qwen3.5 configs refused (exit 2, one line naming the field)"
+# The published checkpoints' extra fields (Qwen/Qwen3.5-*: attn_output_gate, mamba_ssm_dtype,
+# mlp_only_layers, the multi-token-prediction head's) read, and the same loss.
+mkdir -p "$work/published"
+cp "$FIX/qwen3_5_text_a/model.safetensors" "$work/published/"
+/usr/bin/python3 -c "import json; c = json.load(open('$FIX/qwen3_5_text_a/config.json')); c.update(attn_output_gate=True, mamba_ssm_dtype='float32', mlp_only_layers=[], mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False, full_attention_interval=4); json.dump(c, open('$work/published/config.json', 'w'))"
+want=$(tail -n 1 "$work/qwen3_5_text_a.single.jsonl")
+got=$("$HLP_EVAL" --model-config "$work/published" --init-from "$work/published" --threads 1 \
+      --tokens "$FIX/qwen3_5_text_a/tokens.txt" 2>/dev/null | tail -n 1)
+[ "$got" = "$want" ] || { echo "FAIL: with the published fields: $got, want $want"; exit 1; }
+echo "ok: the published checkpoints' extra config fields are read (same loss)"
 # --sequences: the corpus through hlp-train's loader (the tiny preset, bytes), the same numbers
 # alone and split by cp 2 and pp 2.
 for how in single cp pp; do
