@@ -1,4 +1,4 @@
-// hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory|loss]
+// hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory|loss|qwen35]
 // Issue 18's measurements of the fused CPU kernels (src/model/kernels/) against the op-by-op
 // reference, every comparison interleaved (reference, fused, reference, fused, ...) so that both
 // see the same drift of a shared machine's load; ratios are of the medians.
@@ -17,6 +17,7 @@
 //    `--loss-impl full` against `chunked`, peak bytes of forward + backward and time.
 // Times in milliseconds.
 #include <torch/torch.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -28,7 +29,9 @@
 #include "common/clock.h"
 #include "metrics/cpu_allocator_counter.h"
 #include "model/accounting.h"
+#include "model/gated_deltanet.h"
 #include "model/gdn_core.h"
+#include "model/init.h"
 #include "model/hybrid_lm.h"
 #include "model/chunked_loss.h"
 #include "model/kernels/fused_ops.h"
@@ -358,6 +361,50 @@ void print_accounting(int64_t T) {
 
 }  // namespace
 
+// 7. qwen35: one Qwen3.5 Gated DeltaNet layer (gdn_variant qwen3_5: in_proj_qkv + conv1d over
+//    q|k|v, 4 key heads serving 8 value heads of 128, D 1024), forward + backward of the whole
+//    layer (every parameter and the input take gradients), B 1, float32, the reference, lean and
+//    fused kernels interleaved. Its peer: bench/model/qwen35_layer_transformers.py runs
+//    transformers' own Qwen3_5GatedDeltaNet (the torch path) at the same shapes and threads.
+void bench_qwen35_layer(int64_t T, int repeats) {
+  ModelConfig c;
+  c.pattern = "G";
+  c.hidden = 1024;
+  c.gdn_variant = GdnVariant::qwen3_5;
+  c.gdn_key_heads = 4;
+  c.gdn_heads = 8;
+  c.gdn_head_dim_k = 128;
+  c.gdn_head_dim_v = 128;
+  c.gdn_conv_width = 4;
+  std::printf("\n## Qwen3.5 Gated DeltaNet layer, forward + backward (all parameters and the "
+              "input), B 1, T %lld, D %lld, %lld key / %lld value heads of %lld, float32\n",
+              (long long)T, (long long)c.hidden, (long long)c.gdn_key_heads, (long long)c.gdn_heads,
+              (long long)c.gdn_head_dim_k);
+  std::printf("%-10s %9s %9s %9s %10s\n", "kernels", "min_ms", "med_ms", "cpu_ms", "tokens/s");
+  const Kernels kinds[] = {Kernels::reference, Kernels::lean, Kernels::fused};
+  std::vector<GatedDeltaNet> layers;
+  std::vector<torch::Tensor> inputs;
+  std::vector<std::function<void()>> fns;
+  for (auto k : kinds) {
+    GatedDeltaNet layer(c);
+    for (auto& item : layer->named_parameters()) init_parameter(item.key(), item.value(), 7);
+    layer->set_kernels(k);
+    layers.push_back(layer);
+    inputs.push_back(torch::randn({1, T, c.hidden}, torch::Generator(at::detail::createCPUGenerator(11)))
+                         .requires_grad_(true));
+  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    fns.push_back([&, i] {
+      layers[i]->zero_grad();
+      inputs[i].mutable_grad() = torch::Tensor();
+      layers[i]->forward(inputs[i]).sum().backward();
+    });
+  const auto t = time_interleaved(fns, repeats);
+  for (size_t i = 0; i < layers.size(); ++i)
+    std::printf("%-10s %9.1f %9.1f %9.1f %10.0f\n", to_string(kinds[i]).c_str(), t[i].min_ms,
+                t[i].median_ms, t[i].cpu_median_ms, double(T) / (t[i].median_ms / 1e3));
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   int threads = 1;
@@ -367,7 +414,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory|loss]\n");
+      std::fprintf(stderr, "usage: hlp-bench-model [--quick] [--threads N] [--only accounting|gdn|step|profile|memory|loss|qwen35]\n");
       return 2;
     }
   }
@@ -382,6 +429,7 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "profile") bench_profile(quick ? 2 : 4, quick ? 128 : 256, quick ? 12 : 25);
   if (only.empty() || only == "memory") bench_memory(quick ? 512 : 2048);
   if (only.empty() || only == "loss") bench_loss(quick ? 1 : 3);
+  if (only.empty() || only == "qwen35") bench_qwen35_layer(quick ? 512 : 2048, quick ? 2 : 5);
   std::fflush(stdout);
   return 0;
 }
