@@ -37,7 +37,13 @@ std::vector<LinearSpec> linear_table(const ModelConfig& c) {
   for (int64_t b = 0; b < c.num_layers(); ++b) {
     const int64_t layer = b + 1;
     const std::string mixer = block_prefix(b) + "mixer.";
-    if (c.layer_kind(b) == LayerKind::gated_delta && c.gdn_variant == GdnVariant::qwen3_5) {
+    if (c.layer_kind(b) == LayerKind::gated_delta && c.gdn_variant == GdnVariant::qwen3_next) {
+      const int64_t qk = c.gdn_key_head_count() * c.gdn_head_dim_k;
+      const int64_t value = c.gdn_heads * c.gdn_head_dim_v;
+      add(mixer + "in_proj_qkvz", c.hidden, 2 * qk + 2 * value, false, layer);
+      add(mixer + "in_proj_ba", c.hidden, 2 * c.gdn_heads, false, layer);
+      add(mixer + "out_proj", value, c.hidden, false, layer);
+    } else if (c.layer_kind(b) == LayerKind::gated_delta && c.gdn_variant == GdnVariant::qwen3_5) {
       const int64_t qk = c.gdn_key_head_count() * c.gdn_head_dim_k;
       const int64_t value = c.gdn_heads * c.gdn_head_dim_v;
       add(mixer + "in_proj_qkv", c.hidden, 2 * qk + value, false, layer);
@@ -105,14 +111,16 @@ std::vector<ParamSpec> parameter_table(const ModelConfig& c, const LoraConfig& l
         add_param(table, mixer + ".q_conv1d", "weight", {key, 1, c.gdn_conv_width}, layer);
         add_param(table, mixer + ".k_conv1d", "weight", {key, 1, c.gdn_conv_width}, layer);
         add_param(table, mixer + ".v_conv1d", "weight", {value, 1, c.gdn_conv_width}, layer);
-      } else if (c.gdn_variant == GdnVariant::qwen3_5) {
+      } else if (c.gdn_variant == GdnVariant::qwen3_5 || c.gdn_variant == GdnVariant::qwen3_next) {
         const int64_t qk = c.gdn_key_head_count() * c.gdn_head_dim_k;
         add_param(table, mixer + ".conv1d", "weight", {2 * qk + value, 1, c.gdn_conv_width}, layer);
       }
       add_param(table, mixer, "A_log", {c.gdn_heads}, layer);
       add_param(table, mixer, "dt_bias", {c.gdn_heads}, layer);
-      add_param(table, mixer + (c.gdn_variant == GdnVariant::qwen3_5 ? ".norm" : ".o_norm"),
-                "weight", {c.gdn_head_dim_v}, layer);
+      const bool hf_named = c.gdn_variant == GdnVariant::qwen3_5 ||
+                            c.gdn_variant == GdnVariant::qwen3_next;
+      add_param(table, mixer + (hf_named ? ".norm" : ".o_norm"), "weight", {c.gdn_head_dim_v},
+                layer);
     } else if (c.attn_qk_norm) {
       add_param(table, mixer + ".q_norm", "weight", {c.attn_head_dim}, layer);
       add_param(table, mixer + ".k_norm", "weight", {c.attn_head_dim}, layer);

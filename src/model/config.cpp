@@ -142,9 +142,10 @@ void ModelConfig::validate() const {
     if (gdn_key_heads < 0 || (gdn_key_heads > 0 && gdn_heads % gdn_key_heads != 0))
       throw user_error("model config: gdn_key_heads ", gdn_key_heads, " does not divide gdn_heads ",
                        gdn_heads, " (each q / k head serves a whole number of value heads)");
-    if (gdn_key_heads > 0 && gdn_key_heads != gdn_heads && gdn_variant != GdnVariant::qwen3_5)
+    if (gdn_key_heads > 0 && gdn_key_heads != gdn_heads && gdn_variant != GdnVariant::qwen3_5 &&
+        gdn_variant != GdnVariant::qwen3_next)
       throw user_error("model config: gdn_key_heads ", gdn_key_heads, " != gdn_heads ", gdn_heads,
-                       " needs gdn_variant qwen3_5 (the others have one head count)");
+                       " needs gdn_variant qwen3_5 or qwen3_next (the others have one head count)");
   }
   require_parameter_bytes_within_limit(*this);
 }
@@ -155,9 +156,10 @@ std::string ModelConfig::summary() const {
      << " mlp=" << mlp_hidden << " vocab=" << vocab << " attn=" << attn_heads << "/"
      << attn_kv_heads << "x" << attn_head_dim << " window=" << window << " gdn=" << gdn_heads
      << "x(" << gdn_head_dim_k << "," << gdn_head_dim_v << ") gdn_variant="
-     << (gdn_variant == GdnVariant::jetblock  ? "jetblock"
-         : gdn_variant == GdnVariant::qwen3_5 ? "qwen3_5"
-                                              : "gated_deltanet")
+     << (gdn_variant == GdnVariant::jetblock     ? "jetblock"
+         : gdn_variant == GdnVariant::qwen3_5    ? "qwen3_5"
+         : gdn_variant == GdnVariant::qwen3_next ? "qwen3_next"
+                                                 : "gated_deltanet")
      << " gdn_mode=" << to_string(gdn_mode) << " kernels=" << to_string(kernels)
      << " attn_impl=" << to_string(attn_impl);
   // the Qwen3.5 fields, only where they differ from the other families'

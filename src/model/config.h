@@ -25,6 +25,11 @@ enum class GdnVariant {
   // in_proj_z (the output gate), in_proj_b, in_proj_a, norm, out_proj; gdn_key_heads q / k heads
   // each serving gdn_heads / gdn_key_heads value heads (gated_deltanet.h)
   qwen3_5,
+  // Qwen3-Next: the same layer with in_proj_qkvz [Hk (2 dk + 2 r dv), D] and in_proj_ba
+  // [Hk 2 r, D] (r = gdn_heads / gdn_key_heads) fused per key head: key head h's rows are
+  // [q dk | k dk | v r dv | z r dv] and [b r | a r]; rearranged into qwen3_5's q | k | v order
+  // in the forward (the conv1d, A_log, dt_bias, norm and out_proj are laid out alike)
+  qwen3_next,
 };
 
 // How a Hugging Face checkpoint names what HLP holds (model/hf/names.h). `standard`: Qwen2 and

@@ -68,6 +68,17 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
       variant(c.gdn_variant) {
   const int64_t key = c.gdn_heads * c.gdn_head_dim_k, value = c.gdn_heads * c.gdn_head_dim_v;
   // Registration order = accounting.cpp parameter_table order (projections, then the rest).
+  if (variant == GdnVariant::qwen3_next) {
+    const int64_t qk = key_heads * c.gdn_head_dim_k;  // each of q and k
+    in_proj_qkvz = register_module("in_proj_qkvz", LoRALinear(c.hidden, 2 * qk + 2 * value, false));
+    in_proj_ba = register_module("in_proj_ba", LoRALinear(c.hidden, 2 * c.gdn_heads, false));
+    out_proj = register_module("out_proj", LoRALinear(value, c.hidden, false));
+    conv1d = register_module("conv1d", ShortConv(2 * qk + value, c.gdn_conv_width));
+    A_log = register_parameter("A_log", torch::zeros({c.gdn_heads}));
+    dt_bias = register_parameter("dt_bias", torch::zeros({c.gdn_heads}));
+    o_norm = register_module("norm", RMSNorm(c.gdn_head_dim_v, c.gdn_norm_eps));
+    return;
+  }
   if (variant == GdnVariant::qwen3_5) {
     const int64_t qk = key_heads * c.gdn_head_dim_k;  // each of q and k
     in_proj_qkv = register_module("in_proj_qkv", LoRALinear(c.hidden, 2 * qk + value, false));
@@ -151,8 +162,7 @@ torch::Tensor convolve_pieces(
 
 }  // namespace
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> GatedDeltaNetImpl::project_qkv(
-    const torch::Tensor& x) {
+GatedDeltaNetImpl::Projected GatedDeltaNetImpl::project(const torch::Tensor& x) {
   ContextShard* cp = current_context_shard();
   // the causal convolutions: the whole sequence, or each piece with its halo under cp
   auto short_conv = [&](ShortConv& conv, const torch::Tensor& in) {
@@ -176,51 +186,80 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> GatedDeltaNetImpl::proje
 
   if (variant == GdnVariant::jetblock) {
     // SiLU of q and k later (fused into the normalisation on the fused path)
-    return {q_proj->forward(x), k_proj->forward(x), dynamic_conv(v_proj->forward(x))};
+    auto q = q_proj->forward(x), k = k_proj->forward(x);
+    auto v = dynamic_conv(v_proj->forward(x));
+    return {q, k, v, g_proj->forward(x), a_proj->forward(x), b_proj->forward(x)};
   }
   if (variant == GdnVariant::gated_deltanet) {
-    return {short_conv(q_conv1d, q_proj->forward(x)), short_conv(k_conv1d, k_proj->forward(x)),
-            short_conv(v_conv1d, v_proj->forward(x))};
+    auto q = short_conv(q_conv1d, q_proj->forward(x)), k = short_conv(k_conv1d, k_proj->forward(x));
+    auto v = short_conv(v_conv1d, v_proj->forward(x));
+    return {q, k, v, g_proj->forward(x), a_proj->forward(x), b_proj->forward(x)};
   }
-  // qwen3_5: one projection and one convolution over q | k | v, then the key heads repeated
-  const auto qkv = short_conv(conv1d, in_proj_qkv->forward(x));
-  const int64_t value = in_proj_z->weight.size(0), qk = (qkv.size(2) - value) / 2;
+  // qwen3_5 / qwen3_next: one projection and one convolution over q | k | v, then the key heads
+  // repeated for their value heads
+  const int64_t B = x.size(0), T = x.size(1);
+  torch::Tensor mixed, z, a, b;
+  if (variant == GdnVariant::qwen3_next) {
+    // key head h's rows: [q dk | k dk | v r dv | z r dv] and [b r | a r] (r value heads a key head)
+    const int64_t heads = A_log.size(0);                       // value heads held
+    const int64_t rows = in_proj_qkvz->weight.size(0);         // Hk (2 dk + 2 r dv)
+    const int64_t key_held = (rows - 2 * heads * head_dim_v) / (2 * head_dim_k);
+    const int64_t per = heads / key_held;                      // r
+    const auto qkvz = in_proj_qkvz->forward(x).view({B, T, key_held, -1});
+    auto part = [&](int64_t begin, int64_t width) {
+      return qkvz.narrow(3, begin, width).reshape({B, T, -1});
+    };
+    mixed = torch::cat({part(0, head_dim_k), part(head_dim_k, head_dim_k),
+                        part(2 * head_dim_k, per * head_dim_v)},
+                       2);
+    z = part(2 * head_dim_k + per * head_dim_v, per * head_dim_v);
+    const auto ba = in_proj_ba->forward(x).view({B, T, key_held, 2 * per});
+    b = ba.narrow(3, 0, per).reshape({B, T, -1});
+    a = ba.narrow(3, per, per).reshape({B, T, -1});
+  } else {
+    mixed = in_proj_qkv->forward(x);
+    z = in_proj_z->forward(x);
+    b = in_proj_b->forward(x);
+    a = in_proj_a->forward(x);
+  }
+  const auto qkv = short_conv(conv1d, mixed);
+  const int64_t value = z.size(2), qk = (qkv.size(2) - value) / 2;
   auto q = qkv.narrow(2, 0, qk).contiguous(), k = qkv.narrow(2, qk, qk).contiguous();
   auto v = qkv.narrow(2, 2 * qk, value).contiguous();
   const int64_t repeat = value / head_dim_v / (qk / head_dim_k);  // value heads a key head serves
   if (repeat > 1) {
-    const int64_t B = x.size(0), T = x.size(1);
     auto per_value_head = [&](const torch::Tensor& t) {
       return t.reshape({B, T, -1, head_dim_k}).repeat_interleave(repeat, 2).reshape({B, T, -1});
     };
     q = per_value_head(q);
     k = per_value_head(k);
   }
-  return {q, k, v};
+  return {q, k, v, z, a, b};
 }
 
 torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, Kernels path) {
   const bool fused_path = path == Kernels::fused, lean_path = path == Kernels::lean;
   const int64_t B = x.size(0), T = x.size(1);
   const bool jet = variant == GdnVariant::jetblock;
-  const bool qwen = variant == GdnVariant::qwen3_5;
   ContextShard* cp = current_context_shard();
-  torch::Tensor q, k, v;  // [B, T, H*dk], [B, T, H*dk], [B, T, H*dv]
-  std::tie(q, k, v) = project_qkv(x);
-  LoRALinear& a_in = qwen ? in_proj_a : a_proj;
-  LoRALinear& b_in = qwen ? in_proj_b : b_proj;
-  LoRALinear& gate_in = qwen ? in_proj_z : g_proj;
-  LoRALinear& out = qwen ? out_proj : o_proj;
+  Projected p = project(x);
+  torch::Tensor& q = p.q;  // [B, T, H*dk]
+  torch::Tensor& k = p.k;  // [B, T, H*dk]
+  torch::Tensor& v = p.v;  // [B, T, H*dv]
+  const torch::Tensor& z = p.z;  // [B, T, H*dv]
+  const torch::Tensor& a_raw = p.a;  // [B, T, H]
+  const torch::Tensor& b_raw = p.b;
+  LoRALinear& out = out_proj ? out_proj : o_proj;
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(head_dim_k));
   torch::Tensor beta, g;  // [B, T, H]
   if (fused_path) {
     q = fused::l2_normalize(q, head_dim_k, q_scale, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
     k = fused::l2_normalize(k, head_dim_k, 1.0, /*apply_silu=*/jet).view({B, T, -1, head_dim_k});
-    std::tie(beta, g) = fused::gdn_gates(a_in->forward(x), b_in->forward(x), A_log, dt_bias);
+    std::tie(beta, g) = fused::gdn_gates(a_raw, b_raw, A_log, dt_bias);
   } else if (lean_path) {
     q = lean::l2_normalize(q, head_dim_k, std::sqrt(static_cast<double>(head_dim_k)), jet);
     k = lean::l2_normalize(k, head_dim_k, 1.0, jet);
-    std::tie(beta, g) = lean::gdn_gates(a_in->forward(x), b_in->forward(x), A_log, dt_bias);
+    std::tie(beta, g) = lean::gdn_gates(a_raw, b_raw, A_log, dt_bias);
   } else {
     if (jet) {
       q = torch::silu(q);
@@ -228,8 +267,8 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, Kernels pa
     }
     q = l2_normalize(q.view({B, T, -1, head_dim_k})) / std::sqrt(static_cast<double>(head_dim_k));
     k = l2_normalize(k.view({B, T, -1, head_dim_k}));
-    beta = torch::sigmoid(b_in->forward(x));
-    g = -A_log.exp() * torch::softplus(a_in->forward(x) + dt_bias);
+    beta = torch::sigmoid(b_raw);
+    g = -A_log.exp() * torch::softplus(a_raw + dt_bias);
   }
   v = v.view({B, T, -1, head_dim_v});  // [B, T, H, dv]
 
@@ -263,7 +302,7 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, Kernels pa
       o = core_pieces(q, k, v, beta, g, *cp, core);
     }
   }
-  auto gate = gate_in->forward(x).view({B, T, -1, head_dim_v});  // [B, T, H, dv]
+  auto gate = z.view({B, T, -1, head_dim_v});  // [B, T, H, dv]
   if (fused_path) o = fused::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps);
   else if (lean_path) o = lean::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps);
   else o = o_norm->forward(o) * torch::silu(gate);

@@ -35,7 +35,6 @@
 #include "model/gdn_core.h"
 
 #include <functional>
-#include <tuple>
 
 #include "model/layers.h"
 #include "model/lora_linear.h"
@@ -95,6 +94,7 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   // qwen3_5 variant (the others' projections stay null)
   LoRALinear in_proj_qkv{nullptr}, in_proj_z{nullptr}, in_proj_b{nullptr}, in_proj_a{nullptr};
   LoRALinear out_proj{nullptr};
+  LoRALinear in_proj_qkvz{nullptr}, in_proj_ba{nullptr};  // qwen3_next variant
   ShortConv conv1d{nullptr};
   ShortConv q_conv1d{nullptr}, k_conv1d{nullptr}, v_conv1d{nullptr};  // gated_deltanet variant
   DynamicShortConv dynamic_conv1d{nullptr};                           // jetblock variant
@@ -115,9 +115,13 @@ class GatedDeltaNetImpl : public torch::nn::Module {
  private:
   // path: the resolved kernels (reference, lean or fused) this forward runs
   torch::Tensor forward_impl(const torch::Tensor& x, Kernels path);
-  // the projections and convolutions of each variant: q [B, T, H*dk] (repeated to the value
-  // heads), k likewise, v [B, T, H*dv]; jet: q / k before their SiLU
-  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> project_qkv(const torch::Tensor& x);
+  // The projections and convolutions of each variant: q [B, T, H*dk] (repeated to the value
+  // heads), k likewise, v [B, T, H*dv] (jet: q / k before their SiLU); the output gate's input
+  // z [B, T, H*dv], and a, b [B, T, H] before their activations.
+  struct Projected {
+    torch::Tensor q, k, v, z, a, b;
+  };
+  Projected project(const torch::Tensor& x);
 };
 TORCH_MODULE(GatedDeltaNet);
 

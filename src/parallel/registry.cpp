@@ -57,7 +57,8 @@ std::string tp_check(int tp, const RunFacts& run) {
   };
   bool has_attention = false, has_gdn = false;
   for (char k : m->pattern) (k == 'G' ? has_gdn : has_attention) = true;
-  if (has_gdn && m->gdn_variant == model::GdnVariant::qwen3_5)
+  if (has_gdn && (m->gdn_variant == model::GdnVariant::qwen3_5 ||
+                  m->gdn_variant == model::GdnVariant::qwen3_next))
     return "--tp is not implemented for Qwen3.5's Gated DeltaNet layers yet (their in_proj_qkv "
            "and conv1d hold q | k | v blocks, of which a tp shard needs a slice of each); use "
            "ddp, fsdp2, pp or cp";

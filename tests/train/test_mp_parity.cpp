@@ -417,12 +417,13 @@ TEST_CASE("context parallel: small (JetBlock dynamic convolution, hybrid pattern
   }
 }
 
-TEST_CASE("Qwen3.5 (transformers' qwen3_5_text layers) reproduces single under every strategy "
-          "that runs it", "[parity][qwen3_5]") {
-  // the committed transformers 5.12 fixture's shape (4 layers GAGG: Gated DeltaNet with 2 key /
-  // 4 value heads, conv width 3; gated attention with q_norm / k_norm, rotary over half a head),
-  // random weights from the seed (no --init-from, so flat fsdp runs too); LoRA on every
-  // projection by its Hugging Face name, and full finetuning
+TEST_CASE("Qwen3.5 and Qwen3-Next (transformers' layers) reproduce single under every strategy "
+          "that runs them", "[parity][qwen3_5]") {
+  // the committed transformers 5.12 fixtures' shapes: qwen3_5_text_a (4 layers GAGG: Gated
+  // DeltaNet with 2 key / 4 value heads, conv width 3; gated attention with q_norm / k_norm,
+  // rotary over half a head) and qwen3_next_dense (GAGA, in_proj_qkvz / in_proj_ba fused per key
+  // head, 2 key / 6 value heads); random weights from the seed (no --init-from, so flat fsdp
+  // runs too); LoRA on every projection by its Hugging Face name, and full finetuning
   const int n = test::world()->size();
   struct Case {
     const char* strategy;
@@ -430,17 +431,19 @@ TEST_CASE("Qwen3.5 (transformers' qwen3_5_text layers) reproduces single under e
   };
   std::vector<Case> cases;
   if (n == 2) cases = {{"ddp", 1, 1}, {"fsdp", 1, 1}, {"fsdp2", 1, 1}, {"pp", 2, 1}, {"cp", 1, 2}};
-  if (n == 4) cases = {{"fsdp2", 2, 1}, {"ddp", 1, 2}, {"fsdp2", 1, 2}, {"pp", 4, 1}};
+  if (n == 4)
+    cases = {{"fsdp2", 2, 1}, {"ddp", 1, 2}, {"fsdp2", 1, 2}, {"pp", 4, 1}, {"cp", 1, 4}};
+  for (const char* fixture : {"qwen3_5_text_a", "qwen3_next_dense"})
   for (int lora_rank : {8, 0}) {
     auto c = test::tiny_config("single", lora_rank);
-    c.model_config = test::source_dir() + "/tests/hf/transformers5/fixtures/qwen3_5_text_a";
-    c.lora_targets = "in_proj_qkv,in_proj_z,in_proj_a,in_proj_b,out_proj,q_proj,k_proj,v_proj,"
-                     "o_proj,gate_proj,up_proj,down_proj";
+    c.model_config = test::source_dir() + "/tests/hf/transformers5/fixtures/" + fixture;
+    c.lora_targets = "in_proj_qkv,in_proj_z,in_proj_a,in_proj_b,in_proj_qkvz,in_proj_ba,out_proj,"
+                     "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
     c.lr = 1e-3;
     const auto want = run(c, test::self());
     REQUIRE(want.losses.back() < want.losses.front());
     for (const auto& k : cases) {
-      SECTION(std::string(k.strategy) + " pp" + std::to_string(k.pp) + " cp" +
+      SECTION(std::string(fixture) + " " + k.strategy + " pp" + std::to_string(k.pp) + " cp" +
               std::to_string(k.cp) + " lora_rank " + std::to_string(lora_rank)) {
         auto m = c;
         m.strategy = hlp::parallel::parse_strategy(k.strategy);

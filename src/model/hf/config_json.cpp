@@ -291,7 +291,31 @@ void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
 
 // Qwen3.5's text model (model_type qwen3_5_text; also the text_config of qwen3_5): Gated
 // DeltaNet "linear_attention" layers and gated full attention (docs/hf-checkpoints.md).
-void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where) {
+// Qwen3-Next (model_type qwen3_next): Qwen3.5's layers with in_proj_qkvz / in_proj_ba fused per
+// key head, and sparse MoE MLPs where transformers' rule puts them: layer i is MoE iff i is not
+// in mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0. HLP implements the
+// dense layers; a checkpoint with a MoE layer is refused (the MoE issue).
+void read_qwen3_next_moe_fields(Fields& f, int64_t layers, const std::string& where) {
+  const std::vector<std::string> moe = {"moe_intermediate_size", "shared_expert_intermediate_size",
+                                        "num_experts_per_tok", "norm_topk_prob",
+                                        "output_router_logits", "router_aux_loss_coef"};
+  const int64_t experts = f.has("num_experts") ? f.integer("num_experts", 0, kMaxDimension) : 512;
+  const int64_t step =
+      f.has("decoder_sparse_step") ? f.integer("decoder_sparse_step", 1, kMaxLayers) : 1;
+  std::set<int64_t> dense;
+  if (f.has("mlp_only_layers"))
+    for (const auto& v : f.get<std::vector<int64_t>>("mlp_only_layers")) dense.insert(v);
+  for (int64_t i = 0; i < layers; ++i)
+    if (!dense.count(i) && experts > 0 && (i + 1) % step == 0)
+      throw user_error(where, ": layer ", i, " is a sparse mixture-of-experts layer (num_experts ",
+                       experts, ", decoder_sparse_step ", step, ", not in mlp_only_layers): "
+                       "MoE layers are not implemented by HLP yet; dense qwen3_next checkpoints "
+                       "(every layer in mlp_only_layers) are");
+  f.no_effect(moe);
+  f.no_effect({"num_experts", "decoder_sparse_step", "mlp_only_layers"});
+}
+
+void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where, bool next = false) {
   f.no_effect(kNoEffect);
   f.set(c.hidden, "hidden", "hidden_size");
   f.set(c.mlp_hidden, "mlp_hidden", "intermediate_size");
@@ -317,10 +341,12 @@ void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where) {
   c.attn_output_gate = true;
   c.attn_qk_norm = true;
   c.norm_zero_centred = true;
-  c.gdn_variant = GdnVariant::qwen3_5;
+  c.gdn_variant = next ? GdnVariant::qwen3_next : GdnVariant::qwen3_5;
   f.note("attn_qkv_bias", "0  <- qwen3_5: attention_bias");
-  f.note("gdn_variant", "qwen3_5  <- qwen3_5: gated attention (q_proj [query | gate], q_norm, "
-                        "k_norm), zero-centred RMSNorms, Gated DeltaNet in_proj_qkv/z/b/a");
+  f.note("gdn_variant", next ? "qwen3_next  <- qwen3_next: gated attention, zero-centred RMSNorms, "
+                               "Gated DeltaNet in_proj_qkvz / in_proj_ba fused per key head"
+                             : "qwen3_5  <- qwen3_5: gated attention (q_proj [query | gate], q_norm, "
+                               "k_norm), zero-centred RMSNorms, Gated DeltaNet in_proj_qkv/z/b/a");
   f.expect("hidden_act", "silu", "the MLP is SwiGLU with SiLU");
   f.expect("attention_dropout", 0.0, "no dropout on attention probabilities");
   f.expect("rope_scaling", nullptr, "RoPE without scaling");
@@ -330,7 +356,7 @@ void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where) {
   // the language model's forward (its mtp.* weights, where shipped, are left out on load).
   f.expect("attn_output_gate", true, "the gated attention of Qwen3.5");
   f.expect("mamba_ssm_dtype", "float32", "the Gated DeltaNet core in float32");
-  f.expect("mlp_only_layers", json::array(), "dense MLPs in every layer");
+  if (!next) f.expect("mlp_only_layers", json::array(), "dense MLPs in every layer");
   f.no_effect({"mtp_num_hidden_layers", "mtp_use_dedicated_embeddings"});
   // Gated DeltaNet shapes
   f.set(c.gdn_conv_width, "gdn_conv_width", "linear_conv_kernel_dim");
@@ -340,6 +366,7 @@ void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where) {
   f.set(c.gdn_heads, "gdn_heads", "linear_num_value_heads");
   // layer_types decides the pattern (transformers' default: full attention every 4th layer)
   const int64_t layers = f.integer("num_hidden_layers", 1, kMaxLayers);
+  if (next) read_qwen3_next_moe_fields(f, layers, where);
   c.pattern.clear();
   if (f.has("layer_types")) {
     const auto types = f.get<std::vector<std::string>>("layer_types");
@@ -428,6 +455,9 @@ HfModelConfig read_hf_config(const std::string& path) {
   } else if (out.model_type == "qwen3_5_text") {
     read_qwen3_5_text(f, c, where);
     c.hf_layout = HfLayout::qwen3_5;
+  } else if (out.model_type == "qwen3_next") {
+    read_qwen3_5_text(f, c, where, /*next=*/true);
+    c.hf_layout = HfLayout::qwen3_5;
   } else if (out.model_type == "qwen3_5") {
     // the vision-language checkpoint: HLP trains its text model (model.language_model.*, the
     // LM head); the vision tower's config and weights are reported and left out
@@ -449,8 +479,8 @@ HfModelConfig read_hf_config(const std::string& path) {
                         "lm_head); model.visual.* left out");
   } else {
     throw user_error("--model-config: model_type '", printable(out.model_type), "' in '",
-                     file.string(), "' is not implemented by HLP (jet_nemotron, qwen2, qwen3_5_text "
-                     "and qwen3_5 are)");
+                     file.string(), "' is not implemented by HLP (jet_nemotron, qwen2, qwen3_5_text, "
+                     "qwen3_5 and dense qwen3_next are)");
   }
   f.reject_unread();
   out.name_or_path = root.contains("_name_or_path") && root["_name_or_path"].is_string()

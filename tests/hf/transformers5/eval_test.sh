@@ -7,8 +7,9 @@
 # Models: Qwen2 (two), Qwen3.5's text model (qwen3_5_text: a non-default layer_types, partial
 # rotary factor and conv width, 2 key / 4 value heads; and a tied one) and its vision-language
 # checkpoint (qwen3_5: the text model under model.language_model., the vision tower left out).
-# Qwen3.5 runs every strategy but tp, which is refused with one line (its Gated DeltaNet's fused
-# q | k | v blocks are not split yet). qwen3_next is refused with one line until implemented.
+# and Qwen3-Next with dense MLPs (qwen3_next: in_proj_qkvz / in_proj_ba fused per key head).
+# Both run every strategy but tp, which is refused with one line (their Gated DeltaNet's fused
+# q | k | v blocks are not split yet); a qwen3_next with a MoE layer is refused with one line.
 # Then --sequences (the corpus) under single, cp and pp, and bad token files.
 #   eval_test.sh HLP_EVAL FIXTURES_DIR
 set -euo pipefail
@@ -17,12 +18,12 @@ FIX=$2
 MPIEXEC=${HLP_MPIEXEC:-mpiexec}
 work=$(mktemp -d /tmp/hlp-eval-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl; do
+for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl qwen3_next_dense; do
   dir="$FIX/$name"
   common=(--model-config "$dir" --init-from "$dir" --threads 1)
   "$HLP_EVAL" "${common[@]}" --tokens "$dir/tokens.txt" > "$work/$name.single.jsonl"
   strategies="ddp fsdp2 pp tp"
-  case "$name" in qwen3_5*) strategies="ddp fsdp2 pp" ;; esac
+  case "$name" in qwen3_*) strategies="ddp fsdp2 pp" ;; esac
   for strategy in $strategies; do
     "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --tokens "$dir/tokens.txt" \
       > "$work/$name.$strategy.jsonl"
@@ -57,7 +58,7 @@ print(f"{name}: {len(single)} sequences (T {[n - 1 for n in ref['lengths']]}), l
       f"{worst64:.1e}; {', '.join(kinds)} (cp 2) agree with single within 1e-6")
 PY
 done
-# Qwen3.5 under tp, and qwen3_next (not implemented yet): one line, exit 2, on every rank.
+# Qwen3.5 / Qwen3-Next under tp, and a qwen3_next with a MoE layer: one line, exit 2.
 refused() {  # refused EXPECTED_TEXT LAUNCH...
   local want=$1; shift
   set +e
@@ -72,9 +73,14 @@ refused "--tp is not implemented for Qwen3.5's Gated DeltaNet layers yet" \
   "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --strategy tp \
   --tokens "$dir/tokens.txt"
 dir="$FIX/qwen3_next_dense"
-refused "model_type 'qwen3_next'" \
-  "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --tokens "$dir/tokens.txt"
-echo "ok: tp on Qwen3.5 and qwen3_next refused with one line"
+refused "--tp is not implemented for Qwen3.5's Gated DeltaNet layers yet" \
+  "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --strategy tp \
+  --tokens "$dir/tokens.txt"
+mkdir -p "$work/moe"
+/usr/bin/python3 -c "import json; c = json.load(open('$dir/config.json')); c['mlp_only_layers'] = [0, 1, 3]; json.dump(c, open('$work/moe/config.json', 'w'))"
+refused "layer 2 is a sparse mixture-of-experts layer" \
+  "$HLP_EVAL" --model-config "$work/moe" --threads 1 --tokens "$dir/tokens.txt"
+echo "ok: tp on Qwen3.5 / Qwen3-Next and a qwen3_next MoE layer refused with one line"
 # Broken Qwen3.5 configs: one line naming the problem, exit 2, before anything is allocated.
 badcfg() {  # badcfg EXPECTED_TEXT PYTHON_EDIT (of the dict c)
   mkdir -p "$work/badcfg"
