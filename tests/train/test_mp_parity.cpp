@@ -306,9 +306,13 @@ TEST_CASE("pipeline: interleaved and zb-h1 schedules reproduce single", "[parity
         if (V > 1) {
           const double idle = double(n - 1) / V;
           CHECK(o.pipeline->bubble_fraction_theory == Approx(idle / (idle + M)));
-        } else {  // zero bubble: below 1F1B's (p - 1) / (M + p - 1), above 0
+        } else {  // zero bubble: below 1F1B's (p - 1) / (M + p - 1), at least 0
+          // The theory is (p - 1) max(F + B - W, 0) / (that + M (F + B + W)) at the run's own
+          // measured micro-batch costs: where a descheduled W phase measures longer than F + B
+          // (a loaded machine: a trixie suite at nice 19 beside two builds, 2026-11-27) it is 0,
+          // legitimately. A check of measured times must not need an idle machine.
           CHECK(o.pipeline->bubble_fraction_theory < double(n - 1) / (M + n - 1));
-          CHECK(o.pipeline->bubble_fraction_theory > 0);
+          CHECK(o.pipeline->bubble_fraction_theory >= 0);
         }
         for (double s : o.pipeline->stage_cost_measured_s) CHECK(s > 0);
       }
