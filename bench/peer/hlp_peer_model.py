@@ -346,29 +346,42 @@ def cross_entropy_loss(logits, targets):
 # ---------------------------------------------------------------------------------------------
 # Loading what hlp-export-init wrote
 
-def load_export(export_dir):
-    """Returns (config dict, model with the exported weights and requires_grad, tokens [K, G, T+1])."""
+def read_export_index(export_dir):
+    """config.json and params.json of an export, and the modules that carry adapters."""
     with open(os.path.join(export_dir, "config.json")) as f:
         cfg = json.load(f)
     with open(os.path.join(export_dir, "params.json")) as f:
         index = json.load(f)
-    blob = np.fromfile(os.path.join(export_dir, "params.bin"), dtype=np.float32)
     adapted = {e["name"][: -len(".lora_A")] for e in index if e["name"].endswith(".lora_A")}
-    lora = cfg["lora"]
-    model = HybridLM(cfg["model"], int(lora["rank"]), float(lora["alpha"]), adapted)
+    return cfg, index, adapted
+
+
+def export_params(model, index):
+    """The model's parameters by name; ValueError unless names and shapes equal the index's."""
     params = dict(model.named_parameters())
     if set(params) != {e["name"] for e in index}:
         missing = sorted({e["name"] for e in index} ^ set(params))[:5]
         raise ValueError("peer model and export disagree on parameter names, e.g. %s" % missing)
+    for e in index:
+        shape = tuple(params[e["name"]].shape)
+        if shape != tuple(e["shape"]):
+            raise ValueError("%s: peer shape %s, export %s" % (e["name"], shape, tuple(e["shape"])))
+    return params
+
+
+def load_export(export_dir):
+    """Returns (config dict, model with the exported weights and requires_grad, tokens [K, G, T+1])."""
+    cfg, index, adapted = read_export_index(export_dir)
+    blob = np.fromfile(os.path.join(export_dir, "params.bin"), dtype=np.float32)
+    lora = cfg["lora"]
+    model = HybridLM(cfg["model"], int(lora["rank"]), float(lora["alpha"]), adapted)
+    params = export_params(model, index)
     with torch.no_grad():
         for e in index:
             n = int(np.prod(e["shape"])) if e["shape"] else 1
             start = e["offset_bytes"] // 4
             values = torch.from_numpy(blob[start:start + n].copy()).view(e["shape"])
             p = params[e["name"]]
-            if tuple(p.shape) != tuple(values.shape):
-                raise ValueError("%s: peer shape %s, export %s" % (e["name"], tuple(p.shape),
-                                                                  tuple(values.shape)))
             p.copy_(values)
             p.requires_grad_(bool(e["trainable"]))
     d = cfg["data"]

@@ -38,11 +38,7 @@ import hlp_peer_model as pm  # noqa: E402
 
 
 def build(export_dir, device, precision, seed):
-    with open(os.path.join(export_dir, "config.json")) as f:
-        cfg = json.load(f)
-    with open(os.path.join(export_dir, "params.json")) as f:
-        index = json.load(f)
-    adapted = {e["name"][: -len(".lora_A")] for e in index if e["name"].endswith(".lora_A")}
+    cfg, index, adapted = pm.read_export_index(export_dir)
     lora = cfg["lora"]
     torch.manual_seed(seed)
     if hasattr(torch.device, "__enter__"):  # torch >= 2.0: allocate on the device directly
@@ -51,15 +47,13 @@ def build(export_dir, device, precision, seed):
     else:
         model = pm.HybridLM(cfg["model"], int(lora["rank"]), float(lora["alpha"]), adapted)
         model.to(device)
-    params = dict(model.named_parameters())
-    if set(params) != {e["name"] for e in index}:
-        diff = sorted({e["name"] for e in index} ^ set(params))[:5]
-        raise SystemExit("peer model and export disagree on parameter names, e.g. %s" % diff)
+    try:
+        params = pm.export_params(model, index)
+    except ValueError as e:
+        raise SystemExit(str(e))
     with torch.no_grad():
         for e in index:
             p, name = params[e["name"]], e["name"]
-            if tuple(p.shape) != tuple(e["shape"]):
-                raise SystemExit("%s: peer shape %s, export %s" % (name, tuple(p.shape), e["shape"]))
             if name.endswith("lora_B") or name.endswith(".bias") or name.endswith("dt_bias"):
                 p.zero_()
             elif name.endswith("lora_A"):

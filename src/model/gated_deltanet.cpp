@@ -68,23 +68,19 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const ModelConfig& c)
       variant(c.gdn_variant) {
   const int64_t key = c.gdn_heads * c.gdn_head_dim_k, value = c.gdn_heads * c.gdn_head_dim_v;
   // Registration order = accounting.cpp parameter_table order (projections, then the rest).
-  if (variant == GdnVariant::qwen3_next) {
+  if (variant == GdnVariant::qwen3_5 || variant == GdnVariant::qwen3_next) {
     const int64_t qk = key_heads * c.gdn_head_dim_k;  // each of q and k
-    in_proj_qkvz = register_module("in_proj_qkvz", LoRALinear(c.hidden, 2 * qk + 2 * value, false));
-    in_proj_ba = register_module("in_proj_ba", LoRALinear(c.hidden, 2 * c.gdn_heads, false));
-    out_proj = register_module("out_proj", LoRALinear(value, c.hidden, false));
-    conv1d = register_module("conv1d", ShortConv(2 * qk + value, c.gdn_conv_width));
-    A_log = register_parameter("A_log", torch::zeros({c.gdn_heads}));
-    dt_bias = register_parameter("dt_bias", torch::zeros({c.gdn_heads}));
-    o_norm = register_module("norm", RMSNorm(c.gdn_head_dim_v, c.gdn_norm_eps));
-    return;
-  }
-  if (variant == GdnVariant::qwen3_5) {
-    const int64_t qk = key_heads * c.gdn_head_dim_k;  // each of q and k
-    in_proj_qkv = register_module("in_proj_qkv", LoRALinear(c.hidden, 2 * qk + value, false));
-    in_proj_z = register_module("in_proj_z", LoRALinear(c.hidden, value, false));
-    in_proj_b = register_module("in_proj_b", LoRALinear(c.hidden, c.gdn_heads, false));
-    in_proj_a = register_module("in_proj_a", LoRALinear(c.hidden, c.gdn_heads, false));
+    if (variant == GdnVariant::qwen3_next) {  // fused per key head
+      in_proj_qkvz =
+          register_module("in_proj_qkvz", LoRALinear(c.hidden, 2 * qk + 2 * value, false));
+      in_proj_ba = register_module("in_proj_ba", LoRALinear(c.hidden, 2 * c.gdn_heads, false));
+    } else {
+      in_proj_qkv = register_module("in_proj_qkv", LoRALinear(c.hidden, 2 * qk + value, false));
+      in_proj_z = register_module("in_proj_z", LoRALinear(c.hidden, value, false));
+      in_proj_b = register_module("in_proj_b", LoRALinear(c.hidden, c.gdn_heads, false));
+      in_proj_a = register_module("in_proj_a", LoRALinear(c.hidden, c.gdn_heads, false));
+    }
+    // the rest is laid out alike in both
     out_proj = register_module("out_proj", LoRALinear(value, c.hidden, false));
     conv1d = register_module("conv1d", ShortConv(2 * qk + value, c.gdn_conv_width));
     A_log = register_parameter("A_log", torch::zeros({c.gdn_heads}));

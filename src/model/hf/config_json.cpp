@@ -254,21 +254,36 @@ void read_jet_nemotron(Fields& f, const json& root, ModelConfig& c, HfModelConfi
   (void)root;
 }
 
+// The pattern letters of a `layer_types` list of `layers` entries: each type by `letters`, else
+// one error naming the entry and what `implemented` lists.
+std::string pattern_of_layer_types(Fields& f, int64_t layers, const std::string& where,
+                                   const std::vector<std::pair<std::string, char>>& letters,
+                                   const char* implemented) {
+  const auto types = f.get<std::vector<std::string>>("layer_types");
+  if (int64_t(types.size()) != layers)
+    throw user_error(where, ": layer_types has ", types.size(),
+                     " entries but num_hidden_layers is ", layers);
+  std::string pattern;
+  for (size_t i = 0; i < types.size(); ++i) {
+    char letter = 0;
+    for (const auto& [type, l] : letters)
+      if (types[i] == type) letter = l;
+    if (!letter)
+      throw user_error(where, ": layer_types[", i, "] = '", printable(types[i]),
+                       "' is not implemented by HLP (", implemented, " are)");
+    pattern += letter;
+  }
+  return pattern;
+}
+
 void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
   read_common(f, c);
   const int64_t layers = f.integer("num_hidden_layers", 1, kMaxLayers);  // before the assign
   c.pattern.assign(size_t(layers), 'A');
   if (f.has("layer_types")) {
-    const auto types = f.get<std::vector<std::string>>("layer_types");
-    if (int64_t(types.size()) != layers)
-      throw user_error(where, ": layer_types has ", types.size(),
-                       " entries but num_hidden_layers is ", layers);
-    for (size_t i = 0; i < types.size(); ++i) {
-      if (types[i] == "sliding_attention") c.pattern[i] = 'S';
-      else if (types[i] != "full_attention")
-        throw user_error(where, ": layer_types[", i, "] = '", printable(types[i]),
-                         "' is not implemented by HLP (full_attention, sliding_attention are)");
-    }
+    c.pattern = pattern_of_layer_types(f, layers, where,
+                                       {{"full_attention", 'A'}, {"sliding_attention", 'S'}},
+                                       "full_attention, sliding_attention");
     f.no_effect({"use_sliding_window", "max_window_layers"});
     f.note("pattern", c.pattern + "  <- " + where + ": layer_types");
   } else {
@@ -369,17 +384,9 @@ void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where, bool
   if (next) read_qwen3_next_moe_fields(f, layers, where);
   c.pattern.clear();
   if (f.has("layer_types")) {
-    const auto types = f.get<std::vector<std::string>>("layer_types");
-    if (int64_t(types.size()) != layers)
-      throw user_error(where, ": layer_types has ", types.size(),
-                       " entries but num_hidden_layers is ", layers);
-    for (size_t i = 0; i < types.size(); ++i) {
-      if (types[i] == "linear_attention") c.pattern += 'G';
-      else if (types[i] == "full_attention") c.pattern += 'A';
-      else
-        throw user_error(where, ": layer_types[", i, "] = '", printable(types[i]),
-                         "' is not implemented by HLP (linear_attention, full_attention are)");
-    }
+    c.pattern = pattern_of_layer_types(f, layers, where,
+                                       {{"linear_attention", 'G'}, {"full_attention", 'A'}},
+                                       "linear_attention, full_attention");
     f.no_effect({"full_attention_interval"});
     f.note("pattern", c.pattern + "  <- " + where + ": layer_types (linear_attention G, "
                                   "full_attention A)");
