@@ -2,6 +2,7 @@
 // records. The schedule tables are in pipeline_schedule.cpp, their execution in pipeline_run.cpp.
 #include "parallel/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -310,19 +311,33 @@ std::vector<model::hf::HeldTensor> PipelineStrategy::held_tensors() {
   }
   const bool embeds = parts_.front()->has_embedding();
   const int tp = tp_->size(), t = tp_->comm().rank();
+  std::vector<model::hf::HeldTensor> out;
   for (auto& h : held) {
-    const int64_t dim = tp > 1 ? tp_split_dim(h.name) : -1;
-    if (dim >= 0) {  // the TP slice is the t-th of tp equal pieces on `dim`
-      const int64_t slice = h.full_shape[size_t(dim)];
-      h.full_shape[size_t(dim)] = slice * tp;
-      h.region.begin[size_t(dim)] += t * slice;
-    } else if (t != 0) {
-      h.primary = false;  // replicated over tp
-    }
     // Tied embeddings: the last stage's copy of the matrix is the LM head, a replica.
     if (h.name == "embed_tokens.weight" && !embeds) h.primary = false;
+    const int64_t dim = tp > 1 ? tp_split_dim(h.name) : -1;
+    if (dim < 0) {
+      if (t != 0) h.primary = false;  // replicated over tp
+      out.push_back(h);
+      continue;
+    }
+    // The TP slice is one run of the whole tensor on `dim` (the t-th of tp equal pieces) or one
+    // run per block (tp_segments); this rank's region of the slice (all of it, or its FSDP2
+    // rows) becomes one HeldTensor per run it meets, `local` narrowed to that run's rows.
+    const size_t d = size_t(dim);
+    const int64_t slice = h.full_shape[d], begin = h.region.begin[d], end = begin + h.region.size[d];
+    h.full_shape[d] = slice * tp;
+    for (const TpSegment& s : tp_segments(h.name, options_.model, slice * tp, tp, t)) {
+      const int64_t lo = std::max(begin, s.local_begin), hi = std::min(end, s.local_begin + s.length);
+      if (lo >= hi) continue;
+      model::hf::HeldTensor piece = h;
+      piece.local = h.local.narrow(dim, lo - begin, hi - lo);
+      piece.region.begin[d] = s.whole_begin + (lo - s.local_begin);
+      piece.region.size[d] = hi - lo;
+      out.push_back(piece);
+    }
   }
-  return held;
+  return out;
 }
 
 }  // namespace hlp::parallel

@@ -57,15 +57,12 @@ std::string tp_check(int tp, const RunFacts& run) {
   };
   bool has_attention = false, has_gdn = false;
   for (char k : m->pattern) (k == 'G' ? has_gdn : has_attention) = true;
-  if (has_gdn && (m->gdn_variant == model::GdnVariant::qwen3_5 ||
-                  m->gdn_variant == model::GdnVariant::qwen3_next))
-    return "--tp is not implemented for Qwen3.5's Gated DeltaNet layers yet (their in_proj_qkv "
-           "and conv1d hold q | k | v blocks, of which a tp shard needs a slice of each); use "
-           "ddp, fsdp2, pp or cp";
   std::string why;
   if (has_attention) why = divides(m->attn_heads, "attention heads");
   if (why.empty() && has_attention) why = divides(m->attn_kv_heads, "attention KV heads");
   if (why.empty() && has_gdn) why = divides(m->gdn_heads, "gated-delta heads");
+  // Qwen3.5 / Qwen3-Next: a rank keeps whole key heads with the value heads they serve
+  if (why.empty() && has_gdn) why = divides(m->gdn_key_head_count(), "gated-delta key heads");
   if (why.empty()) why = divides(m->mlp_hidden, "MLP width");
   return why;
 }

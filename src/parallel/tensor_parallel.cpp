@@ -1,6 +1,7 @@
 #include "parallel/tensor_parallel.h"
 
 #include <set>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "parallel/registry.h"
@@ -46,11 +47,15 @@ std::string last_component(const std::string& module) {
   return dot == std::string::npos ? module : module.substr(dot + 1);
 }
 
-const std::set<std::string> kColumnParallel = {"q_proj", "k_proj",   "v_proj", "a_proj",
-                                               "b_proj", "g_proj",   "gate_proj",
-                                               "up_proj", "w2"};
-const std::set<std::string> kRowParallel = {"o_proj", "down_proj"};
-const std::set<std::string> kPerChannel = {"q_conv1d", "k_conv1d", "v_conv1d"};
+// Qwen3.5 / Qwen3-Next names beside the others: in_proj_qkv's rows and conv1d's channels are
+// q | k | v blocks (sliced block by block, tp_segments); in_proj_qkvz / in_proj_ba are laid out
+// per key head, so their t-th contiguous piece is key heads t's rows whole.
+const std::set<std::string> kColumnParallel = {
+    "q_proj",     "k_proj",       "v_proj",     "a_proj",    "b_proj",       "g_proj",
+    "gate_proj",  "up_proj",      "w2",         "in_proj_qkv", "in_proj_z", "in_proj_b",
+    "in_proj_a",  "in_proj_qkvz", "in_proj_ba"};
+const std::set<std::string> kRowParallel = {"o_proj", "down_proj", "out_proj"};
+const std::set<std::string> kPerChannel = {"q_conv1d", "k_conv1d", "v_conv1d", "conv1d"};
 
 bool inside_block_half(const std::string& name) {
   return name.find(".mixer.") != std::string::npos || name.find(".mlp.") != std::string::npos;
@@ -83,7 +88,42 @@ void require_divisible(int64_t n, int tp, const char* what) {
                      "); choose a --tp that divides it");
 }
 
+// The blocks (lengths along the split dimension, whole tensor) that are sliced alike: {q, k, v}
+// for a Qwen3.5 / Qwen3-Next Gated DeltaNet's in_proj_qkv rows and conv1d channels, {} otherwise.
+std::vector<int64_t> tp_blocks(const std::string& name, const model::ModelConfig& c) {
+  if (c.gdn_variant != model::GdnVariant::qwen3_5 && c.gdn_variant != model::GdnVariant::qwen3_next)
+    return {};
+  if (!inside_block_half(name)) return {};
+  const size_t dot = name.rfind('.');
+  const std::string leaf = name.substr(dot + 1), module = last_component(name.substr(0, dot));
+  const bool qkv_rows = module == "in_proj_qkv" && (leaf == "weight" || leaf == "lora_B");
+  if (!qkv_rows && !(module == "conv1d" && leaf == "weight")) return {};
+  const int64_t qk = c.gdn_key_head_count() * c.gdn_head_dim_k, value = c.gdn_heads * c.gdn_head_dim_v;
+  return {qk, qk, value};
+}
+
 }  // namespace
+
+std::vector<TpSegment> tp_segments(const std::string& name, const model::ModelConfig& c,
+                                   int64_t whole, int tp, int t) {
+  std::vector<int64_t> blocks = tp_blocks(name, c);
+  if (blocks.empty()) blocks = {whole};
+  std::vector<TpSegment> out;
+  int64_t local = 0, begin = 0;
+  for (int64_t length : blocks) {
+    if (length % tp != 0)
+      throw user_error("--tp ", tp, " does not divide a block of ", name, " (", length,
+                       " of its ", whole, "); choose a --tp that divides it");
+    const int64_t piece = length / tp;
+    out.push_back({local, begin + t * piece, piece});
+    local += piece;
+    begin += length;
+  }
+  if (begin != whole)
+    throw std::logic_error("tensor parallel: the blocks of " + name + " add up to " +
+                           std::to_string(begin) + ", not its " + std::to_string(whole));
+  return out;
+}
 
 torch::Tensor copy_to_tp_region(const torch::Tensor& x, comm::Communicator* tp_comm) {
   return CopyToTpRegion::apply(x, tp_comm);
@@ -102,7 +142,7 @@ TpPlacement tp_placement(const std::string& name) {
 
 TensorParallel::TensorParallel(const model::ModelConfig& c,
                                std::shared_ptr<comm::Communicator> tp_comm, double lora_dropout)
-    : tp_comm_(std::move(tp_comm)) {
+    : config_(c), tp_comm_(std::move(tp_comm)) {
   RunFacts facts;  // the registry's tensor-parallel rules (heads, MLP width, dropout ...)
   facts.model = &c;
   facts.lora_dropout = lora_dropout;
@@ -117,8 +157,11 @@ void TensorParallel::slice(const std::string& name, const torch::Tensor& param) 
   if (dim < 0) return;
   require_divisible(param.size(dim), tp, name.c_str());
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> pieces;
+  for (const TpSegment& s : tp_segments(name, config_, param.size(dim), tp, t))
+    pieces.push_back(param.detach().narrow(dim, s.whole_begin, s.length));
   torch::Tensor p = param;  // same TensorImpl: set_data swaps its storage for the slice's
-  p.set_data(p.detach().chunk(tp, dim)[size_t(t)].contiguous().clone());
+  p.set_data(pieces.size() == 1 ? pieces[0].contiguous().clone() : torch::cat(pieces, dim));
 }
 
 torch::Tensor TensorParallel::block_forward(model::Block block,

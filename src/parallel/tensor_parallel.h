@@ -20,6 +20,12 @@
 //   replicated tensor inside a mixer or MLP: GDN o_norm.weight, JetBlock kernel_generator.w1)
 //   only sees this rank's heads, so its gradient is a partial sum: Placement::Partial, summed
 //   over tp after backward.
+//   Qwen3.5 / Qwen3-Next Gated DeltaNet (in_proj_* column-parallel, out_proj row-parallel,
+//   conv1d per channel, norm.weight Partial): in_proj_qkv's rows and conv1d's channels are three
+//   blocks q | k | v (each key heads x dk or value heads x dv); a rank keeps the t-th piece of
+//   each block, so its slice is its key heads' q, k and its value heads' v (tp_segments). Value
+//   head h reads key head h / (H / Hk): contiguous value heads t use contiguous key heads t. The
+//   fused in_proj_qkvz / in_proj_ba are laid out per key head already: one piece.
 //   Embedding, norms outside the halves and the LM head stay replicated (Placement::Replicated):
 //   their gradients are already identical on every tp rank (the residual stream is).
 //   LoRA dropout > 0 would draw different masks on partners for the replicated input of a
@@ -29,6 +35,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "model/hybrid_lm.h"
@@ -46,6 +53,17 @@ TpPlacement tp_placement(const std::string& name);
 // (What --tp refuses, heads or MLP width it does not divide and so on, is the registry's:
 // check_axis(MeshAxis::TP, ...), registry.h.)
 int64_t tp_split_dim(const std::string& name);
+
+// One run of a tensor-parallel slice along tp_split_dim: `length` rows of the slice from
+// local_begin are the whole tensor's from whole_begin.
+struct TpSegment {
+  int64_t local_begin, whole_begin, length;
+};
+// The runs rank t of tp keeps of parameter `name` whose whole size along the split dimension is
+// `whole`: the t-th of tp equal pieces, or for a tensor of blocks (Qwen3.5's q | k | v) the t-th
+// piece of each block, in order. Throws hlp::UserError when tp does not divide a block.
+std::vector<TpSegment> tp_segments(const std::string& name, const model::ModelConfig& config,
+                                   int64_t whole, int tp, int t);
 
 class TensorParallel {
  public:
@@ -67,6 +85,7 @@ class TensorParallel {
   comm::Communicator& comm() const { return *tp_comm_; }
 
  private:
+  model::ModelConfig config_;
   std::shared_ptr<comm::Communicator> tp_comm_;
 };
 

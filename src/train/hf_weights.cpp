@@ -19,9 +19,11 @@ WeightLoadReport load_into(const model::hf::HfCheckpoint& ckpt,
   const auto held = strategy.held_tensors();
   for (const auto& h : held) r.bytes_held += h.local.nbytes();
   r.bytes_written = model::hf::load_held(ckpt, expected, held);
-  std::set<std::string> names;
+  std::set<std::string> names, loaded;  // a TP slice of q | k | v blocks is several HeldTensors
   for (const auto& e : expected) names.insert(e.hlp_name);
-  for (const auto& h : held) r.tensors += names.count(h.name);
+  for (const auto& h : held)
+    if (names.count(h.name)) loaded.insert(h.name);
+  r.tensors = int64_t(loaded.size());
   return r;
 }
 

@@ -18,7 +18,7 @@
 namespace hlp::train {
 
 struct WeightLoadReport {
-  int64_t tensors = 0;         // held regions filled on this rank
+  int64_t tensors = 0;         // tensors (some or all of each) filled on this rank
   int64_t tensors_left_out = 0;  // the checkpoint's tensors HLP does not hold (lm_head.weight
                                  // of a tied model, a vision tower)
   int64_t bytes_written = 0;   // bytes of this rank's tensors filled

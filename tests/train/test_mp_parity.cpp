@@ -421,22 +421,27 @@ TEST_CASE("context parallel: small (JetBlock dynamic convolution, hybrid pattern
   }
 }
 
-TEST_CASE("Qwen3.5 and Qwen3-Next (transformers' layers) reproduce single under every strategy "
-          "that runs them", "[parity][qwen3_5]") {
+TEST_CASE("Qwen3.5 and Qwen3-Next (transformers' layers) reproduce single under every strategy",
+          "[parity][qwen3_5]") {
   // the committed transformers 5.12 fixtures' shapes: qwen3_5_text_a (4 layers GAGG: Gated
   // DeltaNet with 2 key / 4 value heads, conv width 3; gated attention with q_norm / k_norm,
   // rotary over half a head) and qwen3_next_dense (GAGA, in_proj_qkvz / in_proj_ba fused per key
   // head, 2 key / 6 value heads); random weights from the seed (no --init-from, so flat fsdp
   // runs too); LoRA on every projection by its Hugging Face name, and full finetuning
   const int n = test::world()->size();
+  // tp 2 keeps key head t's q, k and value heads t's v of in_proj_qkv / conv1d (both fixtures:
+  // 2 key heads, 4 attention heads, 2 KV heads)
   struct Case {
     const char* strategy;
-    int pp, cp;
+    int pp, cp, tp;
   };
   std::vector<Case> cases;
-  if (n == 2) cases = {{"ddp", 1, 1}, {"fsdp", 1, 1}, {"fsdp2", 1, 1}, {"pp", 2, 1}, {"cp", 1, 2}};
+  if (n == 2)
+    cases = {{"ddp", 1, 1, 1}, {"fsdp", 1, 1, 1}, {"fsdp2", 1, 1, 1}, {"pp", 2, 1, 1},
+             {"cp", 1, 2, 1}, {"tp", 1, 1, 2}};
   if (n == 4)
-    cases = {{"fsdp2", 2, 1}, {"ddp", 1, 2}, {"fsdp2", 1, 2}, {"pp", 4, 1}, {"cp", 1, 4}};
+    cases = {{"fsdp2", 2, 1, 1}, {"ddp", 1, 2, 1}, {"fsdp2", 1, 2, 1}, {"pp", 4, 1, 1},
+             {"cp", 1, 4, 1}, {"pp", 2, 1, 2}, {"fsdp2", 1, 1, 2}};
   for (const char* fixture : {"qwen3_5_text_a", "qwen3_next_dense"})
   for (int lora_rank : {8, 0}) {
     auto c = test::tiny_config("single", lora_rank);
@@ -448,11 +453,13 @@ TEST_CASE("Qwen3.5 and Qwen3-Next (transformers' layers) reproduce single under 
     REQUIRE(want.losses.back() < want.losses.front());
     for (const auto& k : cases) {
       SECTION(std::string(fixture) + " " + k.strategy + " pp" + std::to_string(k.pp) + " cp" +
-              std::to_string(k.cp) + " lora_rank " + std::to_string(lora_rank)) {
+              std::to_string(k.cp) + " tp" + std::to_string(k.tp) + " lora_rank " +
+              std::to_string(lora_rank)) {
         auto m = c;
         m.strategy = hlp::parallel::parse_strategy(k.strategy);
         m.pp = k.pp;
         m.cp = k.cp;
+        m.tp = k.tp;
         check_parity(run(m, test::world()), want);
       }
     }

@@ -8,8 +8,10 @@
 # rotary factor and conv width, 2 key / 4 value heads; and a tied one) and its vision-language
 # checkpoint (qwen3_5: the text model under model.language_model., the vision tower left out).
 # and Qwen3-Next with dense MLPs (qwen3_next: in_proj_qkvz / in_proj_ba fused per key head).
-# Both run every strategy but tp, which is refused with one line (their Gated DeltaNet's fused
-# q | k | v blocks are not split yet); a qwen3_next with a MoE layer is refused with one line.
+# tp 2 splits their Gated DeltaNet's q | k | v blocks block by block (qwen3_5_text_a, and
+# qwen3_next_dense whose in_proj_qkvz is per key head); the tied and VL fixtures have 3 attention
+# heads and 1 KV head, which tp 2 refuses with one line, as it does 1 key head; a qwen3_next with a
+# MoE layer is refused with one line.
 # Then --sequences (the corpus) under single, cp and pp, and bad token files.
 #   eval_test.sh HLP_EVAL FIXTURES_DIR
 set -euo pipefail
@@ -23,7 +25,7 @@ for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl q
   common=(--model-config "$dir" --init-from "$dir" --threads 1)
   "$HLP_EVAL" "${common[@]}" --tokens "$dir/tokens.txt" > "$work/$name.single.jsonl"
   strategies="ddp fsdp2 pp tp"
-  case "$name" in qwen3_*) strategies="ddp fsdp2 pp" ;; esac
+  case "$name" in qwen3_5_text_tied|qwen3_5_vl) strategies="ddp fsdp2 pp" ;; esac
   for strategy in $strategies; do
     "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --tokens "$dir/tokens.txt" \
       > "$work/$name.$strategy.jsonl"
@@ -58,7 +60,7 @@ print(f"{name}: {len(single)} sequences (T {[n - 1 for n in ref['lengths']]}), l
       f"{worst64:.1e}; {', '.join(kinds)} (cp 2) agree with single within 1e-6")
 PY
 done
-# Qwen3.5 / Qwen3-Next under tp, and a qwen3_next with a MoE layer: one line, exit 2.
+# tp that does not divide the heads, and a qwen3_next with a MoE layer: one line, exit 2.
 refused() {  # refused EXPECTED_TEXT LAUNCH...
   local want=$1; shift
   set +e
@@ -68,19 +70,21 @@ refused() {  # refused EXPECTED_TEXT LAUNCH...
   [ "$rc" -ne 0 ] && grep -qF -- "$want" "$work/refused.err" && [ ! -s "$work/refused.out" ] ||
     { echo "FAIL: $*: exit $rc, want a refusal with '$want'"; cat "$work/refused.err"; exit 1; }
 }
-dir="$FIX/qwen3_5_text_a"
-refused "--tp is not implemented for Qwen3.5's Gated DeltaNet layers yet" \
+dir="$FIX/qwen3_5_vl"
+refused "--tp 2 does not divide the model's attention KV heads (1)" \
   "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --strategy tp \
   --tokens "$dir/tokens.txt"
+mkdir -p "$work/onekey"
+/usr/bin/python3 -c "import json; c = json.load(open('$FIX/qwen3_5_text_a/config.json')); c['linear_num_key_heads'] = 1; json.dump(c, open('$work/onekey/config.json', 'w'))"
+refused "--tp 2 does not divide the model's gated-delta key heads (1)" \
+  "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$work/onekey" --threads 1 --strategy tp \
+  --tokens "$FIX/qwen3_5_text_a/tokens.txt"
 dir="$FIX/qwen3_next_dense"
-refused "--tp is not implemented for Qwen3.5's Gated DeltaNet layers yet" \
-  "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --strategy tp \
-  --tokens "$dir/tokens.txt"
 mkdir -p "$work/moe"
 /usr/bin/python3 -c "import json; c = json.load(open('$dir/config.json')); c['mlp_only_layers'] = [0, 1, 3]; json.dump(c, open('$work/moe/config.json', 'w'))"
 refused "layer 2 is a sparse mixture-of-experts layer" \
   "$HLP_EVAL" --model-config "$work/moe" --threads 1 --tokens "$dir/tokens.txt"
-echo "ok: tp on Qwen3.5 / Qwen3-Next and a qwen3_next MoE layer refused with one line"
+echo "ok: tp 2 with 1 KV head or 1 key head, and a qwen3_next MoE layer, refused with one line"
 # Broken Qwen3.5 configs: one line naming the problem, exit 2, before anything is allocated.
 badcfg() {  # badcfg EXPECTED_TEXT PYTHON_EDIT (of the dict c)
   mkdir -p "$work/badcfg"
