@@ -106,6 +106,8 @@ model::Kernels parse_kernels(const std::string& t) { return model::parse_kernels
 const char* print_kernels(model::Kernels k) { return enum_name(k, model::kKernelsNames); }
 model::LossImpl parse_loss_impl(const std::string& t) { return model::parse_loss_impl(t); }
 const char* print_loss_impl(model::LossImpl l) { return enum_name(l, model::kLossImplNames); }
+model::VocabSource parse_vocab(const std::string& t) { return model::parse_vocab_source(t); }
+const char* print_vocab(model::VocabSource v) { return enum_name(v, model::kVocabSourceNames); }
 model::AttnImpl parse_attn_impl(const std::string& t) { return model::parse_attn_impl(t); }
 const char* print_attn_impl(model::AttnImpl a) { return enum_name(a, model::kAttnImplNames); }
 parallel::StrategyKind parse_strategy(const std::string& t) { return parallel::parse_strategy(t); }
@@ -238,6 +240,12 @@ void describe(OptionTable& t, Descriptions& d) {
   t.add(data, "jsonl-field", &C::jsonl_field, "field of each .jsonl object holding the text");
   t.add(data, "tokenizer", &C::tokenizer, "byte (no files needed) | FILE.model (SentencePiece) | FILE.json (Hugging Face "
         "byte-level BPE, e.g. build/datasets/qwen3/tokenizer.json); its vocabulary sets the model's");
+  t.add_choice(data, "vocab", &C::vocab, parse_vocab, print_vocab,
+        "tokenizer (default: a preset's embedding, LM head and logits have the tokenizer's "
+        "rows; its own padded size when the tokenizer is the model's) | model (the preset's "
+        "own vocabulary whatever the tokenizer, e.g. qwen3.5-9b's 248,320 rows fed by the "
+        "shipped Qwen3 tokenizer's ids: the real model's memory and time). --model-config: "
+        "the checkpoint's vocab_size always");
   t.add(data, "loader-threads", &C::loader_threads, "tokenizer threads per rank");
   t.add(data, "queue-depth", &C::queue_depth, "packed sequences buffered ahead per rank");
   t.add(data, "seq-len", &C::seq_len, "tokens per sequence (T)");

@@ -236,15 +236,17 @@ ModelConfig preset(const std::string& name) {
     c.gdn_heads = 20;  // only used if --pattern adds G layers
     c.gdn_head_dim_k = 64;
     c.gdn_head_dim_v = 64;
-  } else if (name == "qwen3.5-27b") {
-    // The text model of Qwen/Qwen3.5-27B (its config.json's text_config, docs/hf-checkpoints.md):
-    // 64 layers, three Gated DeltaNet to one gated full attention; LoRA-finetuned dense.
+  } else if (name == "qwen3.5-27b" || name == "qwen3.5-9b") {
+    // The text models of Qwen/Qwen3.5-27B and Qwen/Qwen3.5-9B (their config.json's text_config,
+    // src/model/README.md): three Gated DeltaNet layers to one gated full attention
+    // (full_attention_interval 4); LoRA-finetuned dense.
+    const bool big = name == "qwen3.5-27b";
     c.pattern.clear();
-    for (int i = 0; i < 16; ++i) c.pattern += "GGGA";
-    c.hidden = 5120;
-    c.mlp_hidden = 17408;
+    for (int i = 0; i < (big ? 16 : 8); ++i) c.pattern += "GGGA";
+    c.hidden = big ? 5120 : 4096;
+    c.mlp_hidden = big ? 17408 : 12288;
     c.vocab = 248320;
-    c.attn_heads = 24;
+    c.attn_heads = big ? 24 : 16;
     c.attn_kv_heads = 4;
     c.attn_head_dim = 256;
     c.attn_qkv_bias = false;
@@ -254,7 +256,7 @@ ModelConfig preset(const std::string& name) {
     c.rope_theta = 1e7;
     c.gdn_variant = GdnVariant::qwen3_5;
     c.gdn_key_heads = 16;
-    c.gdn_heads = 48;
+    c.gdn_heads = big ? 48 : 32;
     c.gdn_head_dim_k = 128;
     c.gdn_head_dim_v = 128;
     c.gdn_conv_width = 4;
@@ -262,7 +264,7 @@ ModelConfig preset(const std::string& name) {
     c.rms_eps = 1e-6;
     c.tied_embeddings = false;
     c.norm_zero_centred = true;
-    c.hf_layout = HfLayout::qwen3_5_vl;  // the published checkpoint is the vision-language one
+    c.hf_layout = HfLayout::qwen3_5_vl;  // the published checkpoints are vision-language ones
   } else {
     std::ostringstream names;
     for (const auto& n : preset_names()) names << " " << n;
@@ -272,11 +274,23 @@ ModelConfig preset(const std::string& name) {
   return c;
 }
 
+VocabSource parse_vocab_source(const std::string& text) {
+  return parse_enum("vocab", text, kVocabSourceNames);
+}
+std::string to_string(VocabSource source) { return enum_name(source, kVocabSourceNames); }
+
 PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t tokenizer_vocab,
-                                   const std::string& tokenizer) {
+                                   const std::string& tokenizer, VocabSource source) {
   const ModelConfig c = preset(preset_name);
+  if (source == VocabSource::model) {
+    if (tokenizer_vocab > c.vocab)
+      throw user_error("--vocab model: --tokenizer ", tokenizer, " has ", tokenizer_vocab,
+                       " ids, more than --model ", preset_name, "'s ", c.vocab,
+                       "; use --vocab tokenizer or a smaller tokenizer");
+    return {c.vocab, ""};
+  }
   const bool real = preset_name == "jet-nemotron-2b" || preset_name == "jet-nemotron-4b" ||
-                    preset_name == "gpt2-large" || preset_name == "qwen3.5-27b";
+                    preset_name == "gpt2-large" || preset_name.rfind("qwen3.5-", 0) == 0;
   PresetVocabulary v{tokenizer_vocab, ""};
   if (!real || tokenizer_vocab > c.vocab) return v;
   if (tokenizer_vocab * 100 >= c.vocab * 99) {  // the model's own tokenizer: its padded vocab
@@ -293,13 +307,15 @@ PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t token
      << " columns, so memory and time are not the real model's; use the model's tokenizer"
      << (preset_name.rfind("jet-nemotron", 0) == 0
              ? " (--tokenizer build/datasets/qwen3/tokenizer.json, shipped)"
-             : "");
+             : "")
+     << ", or --vocab model to keep its " << c.vocab << " rows with this tokenizer's ids";
   v.warning = os.str();
   return v;
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "small", "jet-nemotron-2b", "jet-nemotron-4b", "gpt2-large", "qwen3.5-27b"};
+  return {"tiny",       "small",       "jet-nemotron-2b", "jet-nemotron-4b",
+          "gpt2-large", "qwen3.5-9b", "qwen3.5-27b"};
 }
 
 ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,

@@ -162,7 +162,7 @@ std::vector<std::string> preset_names();
 
 // The vocabulary a preset runs with when the data is tokenized with `tokenizer` (its name, for
 // the message) of `tokenizer_vocab` ids. The presets of real models (jet-nemotron-2b / -4b,
-// gpt2-large) keep their own vocabulary when the tokenizer is the model's (its ids fill the
+// gpt2-large, qwen3.5-9b / -27b) keep their own vocabulary when the tokenizer is the model's (its ids fill the
 // padded vocabulary to within 1 %, as Qwen's 151,669 ids fill Jet-Nemotron's 151,936); any other
 // tokenizer's vocabulary replaces the preset's (tiny and small take the tokenizer's as theirs).
 // `warning` is one line when a real model's vocabulary is replaced by a smaller tokenizer's:
@@ -171,8 +171,17 @@ struct PresetVocabulary {
   int64_t vocab = 0;
   std::string warning;
 };
+// --vocab: whose vocabulary sizes a preset's embedding, LM head and logits.
+enum class VocabSource { tokenizer, model };
+inline constexpr EnumName<VocabSource> kVocabSourceNames[] = {{VocabSource::tokenizer, "tokenizer"},
+                                                              {VocabSource::model, "model"}};
+VocabSource parse_vocab_source(const std::string& text);  // tokenizer | model, else UserError
+std::string to_string(VocabSource source);
+// source model: the preset's own vocabulary whatever the tokenizer, whose ids must fit in it
+// (UserError otherwise); no warning.
 PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t tokenizer_vocab,
-                                   const std::string& tokenizer);
+                                   const std::string& tokenizer,
+                                   VocabSource source = VocabSource::tokenizer);
 
 // Builds the config a user asked for: preset, then optional --pattern (empty = keep), then
 // --gdn-mode. The vocab is set by the caller from the tokenizer (with_vocab).

@@ -106,8 +106,8 @@ std::vector<int64_t> tp_blocks(const std::string& name, const model::ModelConfig
 
 std::vector<TpSegment> tp_segments(const std::string& name, const model::ModelConfig& c,
                                    int64_t whole, int tp, int t) {
-  std::vector<int64_t> blocks = tp_blocks(name, c);
-  if (blocks.empty()) blocks = {whole};
+  const std::vector<int64_t> found = tp_blocks(name, c);
+  const std::vector<int64_t> blocks = found.empty() ? std::vector<int64_t>(1, whole) : found;
   std::vector<TpSegment> out;
   int64_t local = 0, begin = 0;
   for (int64_t length : blocks) {

@@ -181,6 +181,7 @@ model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp) {
   c.attn_heads /= tp;
   c.attn_kv_heads /= tp;
   c.gdn_heads /= tp;
+  if (c.gdn_key_heads > 0) c.gdn_key_heads /= tp;  // Qwen3.5: whole key heads a rank
   c.mlp_hidden /= tp;
   if (c.gdn_dconv_reduction % tp == 0) c.gdn_dconv_reduction /= tp;
   return c;

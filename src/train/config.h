@@ -64,6 +64,7 @@ struct TrainConfig {
   std::string data;                 // file, directory or glob of .txt / .jsonl
   std::string jsonl_field = "text";
   std::string tokenizer = "byte";   // byte | FILE.model (SentencePiece) | FILE.json (HF BPE)
+  model::VocabSource vocab = model::VocabSource::tokenizer;  // a preset's rows: tokenizer | model
   int loader_threads = 2;
   int queue_depth = 8;
   int seq_len = 128;

@@ -47,7 +47,7 @@ BatchSplit split_batch(const TrainConfig& c, int dp_size) {
 RunModel resolve_run_model(const TrainConfig& c, int64_t tokenizer_vocab) {
   RunModel r;
   if (c.model_config.empty()) {
-    const auto vocab = model::preset_vocabulary(c.model, tokenizer_vocab, c.tokenizer);
+    const auto vocab = model::preset_vocabulary(c.model, tokenizer_vocab, c.tokenizer, c.vocab);
     r.model = model::resolve_model_config(c.model, c.pattern, c.gdn_mode).with_vocab(vocab.vocab);
     r.vocab_warning = vocab.warning;
   } else {

@@ -110,6 +110,11 @@ TEST_CASE("kernels option: auto by default, lean / reference on request, printed
   CHECK(hlp::cli::to_ini(parse({"--loss-impl", "full"}).config).find("loss-impl = full") !=
         std::string::npos);
   CHECK_THAT(error_of({"--loss-impl", "blocked"}), Catch::Contains("--loss-impl"));
+  CHECK(parse({}).config.vocab == hlp::model::VocabSource::tokenizer);
+  CHECK(parse({"--vocab", "model"}).config.vocab == hlp::model::VocabSource::model);
+  CHECK(hlp::cli::to_ini(parse({"--vocab", "model"}).config).find("vocab = model") !=
+        std::string::npos);
+  CHECK_THAT(error_of({"--vocab", "padded"}), Catch::Contains("--vocab"));
   CHECK(hlp::cli::to_ini(parse({"--kernels", "reference"}).config).find("kernels = reference") !=
         std::string::npos);
   CHECK_THAT(error_of({"--kernels", "fast"}), Catch::Contains("--kernels") &&

@@ -239,6 +239,30 @@ TEST_CASE("model: a real model's vocabulary, kept with its tokenizer, replaced w
   // a bigger tokenizer than the model's is the tokenizer's (as before)
   CHECK(hlp::model::preset_vocabulary("gpt2-large", 60000, "big.json").vocab == 60000);
   CHECK_FALSE(hlp::model::preset_vocabulary("gpt2-large", 1000, "small.model").warning.empty());
+  // Qwen3.5 with Qwen3's tokenizer: shrunk with a warning that names --vocab model, or kept whole
+  const auto shrunk = hlp::model::preset_vocabulary("qwen3.5-9b", 151669, "qwen.json");
+  CHECK(shrunk.vocab == 151669);
+  CHECK_THAT(shrunk.warning, Catch::Contains("--vocab model to keep its 248320 rows"));
+  using hlp::model::VocabSource;
+  const auto kept = hlp::model::preset_vocabulary("qwen3.5-9b", 151669, "qwen.json", VocabSource::model);
+  CHECK(kept.vocab == 248320);
+  CHECK(kept.warning.empty());
+  CHECK(hlp::model::preset_vocabulary("small", 257, "byte", VocabSource::model).vocab == 4096);
+  CHECK_THROWS_WITH(hlp::model::preset_vocabulary("tiny", 4000, "spm.model", VocabSource::model),
+                    Catch::Contains("--vocab model: --tokenizer spm.model has 4000 ids, more than "
+                                    "--model tiny's 258"));
+  CHECK(hlp::model::parse_vocab_source("model") == VocabSource::model);
+  CHECK_THROWS_AS(hlp::model::parse_vocab_source("padded"), hlp::UserError);
+}
+
+TEST_CASE("model: the Qwen3.5 presets are the published text models' shapes", "[model][config]") {
+  // Qwen/Qwen3.5-9B and -27B text_config (src/model/README.md): parameter counts of the text model
+  using hlp::model::preset;
+  const auto nine = preset("qwen3.5-9b"), big = preset("qwen3.5-27b");
+  CHECK(nine.pattern == "GGGAGGGAGGGAGGGAGGGAGGGAGGGAGGGA");
+  CHECK(big.pattern.size() == 64);
+  CHECK(hlp::model::count_parameters(nine).total == 8953803264);
+  CHECK(hlp::model::count_parameters(big).total == 26895998464);
 }
 
 TEST_CASE("model: frozen matrices in the base dtype, the rest fp32", "[model][precision]") {
