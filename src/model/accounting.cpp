@@ -31,8 +31,9 @@ void add_param(std::vector<ParamSpec>& table, const std::string& module, const s
 
 std::vector<LinearSpec> linear_table(const ModelConfig& c) {
   std::vector<LinearSpec> table;
-  auto add = [&](const std::string& module, int64_t in, int64_t out, bool bias, int64_t layer) {
-    table.push_back(LinearSpec{module, in, out, bias, layer});
+  auto add = [&](const std::string& module, int64_t in, int64_t out, bool bias, int64_t layer,
+                 double active = 1.0) {
+    table.push_back(LinearSpec{module, in, out, bias, layer, active});
   };
   for (int64_t b = 0; b < c.num_layers(); ++b) {
     const int64_t layer = b + 1;
@@ -74,9 +75,23 @@ std::vector<LinearSpec> linear_table(const ModelConfig& c) {
       add(mixer + "o_proj", q, c.hidden, false, layer);
     }
     const std::string mlp = block_prefix(b) + "mlp.";
-    add(mlp + "gate_proj", c.hidden, c.mlp_hidden, false, layer);
-    add(mlp + "up_proj", c.hidden, c.mlp_hidden, false, layer);
-    add(mlp + "down_proj", c.mlp_hidden, c.hidden, false, layer);
+    auto add_swiglu = [&](const std::string& prefix, int64_t width, double active) {
+      add(prefix + "gate_proj", c.hidden, width, false, layer, active);
+      add(prefix + "up_proj", c.hidden, width, false, layer, active);
+      add(prefix + "down_proj", width, c.hidden, false, layer, active);
+    };
+    if (c.is_moe_layer(b)) {  // moe.h: router, experts, shared expert, its gate
+      add(mlp + "gate", c.hidden, c.moe_experts, false, layer);
+      const double routed = double(c.moe_top_k) / double(c.moe_experts);
+      for (int64_t e = 0; e < c.moe_experts; ++e)
+        add_swiglu(mlp + "experts." + std::to_string(e) + ".", c.moe_hidden, routed);
+      if (c.moe_shared_hidden > 0) {
+        add_swiglu(mlp + "shared_expert.", c.moe_shared_hidden, 1.0);
+        add(mlp + "shared_expert_gate", c.hidden, 1, false, layer);
+      }
+    } else {
+      add_swiglu(mlp, c.mlp_hidden, 1.0);
+    }
   }
   return table;
 }
@@ -90,12 +105,16 @@ std::vector<ParamSpec> parameter_table(const ModelConfig& c, const LoraConfig& l
     for (const auto& lin : linears) {
       if (lin.layer != layer || lin.module.rfind(prefix, 0) != 0) continue;
       add_param(table, lin.module, "weight", {lin.out, lin.in}, layer);
+      table.back().active = lin.active;
       if (lin.bias) add_param(table, lin.module, "bias", {lin.out}, layer);
+      if (lin.bias) table.back().active = lin.active;
       if (lora.targets_module(lin.module)) {
         add_param(table, lin.module, "lora_A", {lora.rank, lin.in}, layer);
         table.back().adapter = true;
+        table.back().active = lin.active;
         add_param(table, lin.module, "lora_B", {lin.out, lora.rank}, layer);
         table.back().adapter = true;
+        table.back().active = lin.active;
       }
     }
   };
@@ -237,7 +256,7 @@ MatmulParams matmul_params(const ModelConfig& c, const LoraConfig& lora) {
       layer = head;                      // the tied LM head matmul
     }
     auto& bucket = p.adapter ? m.adapter : (p.trainable ? m.trainable_base : m.frozen);
-    bucket[layer] += static_cast<double>(p.numel);
+    bucket[layer] += static_cast<double>(p.numel) * p.active;  // a routed expert: K / E of tokens
   }
   return m;
 }

@@ -25,6 +25,8 @@ struct ParamSpec {
   int64_t layer = 0;           // layer index convention above
   bool trainable = false;
   bool adapter = false;        // lora_A / lora_B
+  // Share of the tokens whose forward reads it: 1, or K / E for a routed expert's (moe.h)
+  double active = 1.0;
 };
 
 // One projection (a LoRALinear in the model).
@@ -33,6 +35,7 @@ struct LinearSpec {
   int64_t in = 0, out = 0;
   bool bias = false;
   int64_t layer = 0;
+  double active = 1.0;  // share of the tokens it projects (a routed expert: K / E)
 };
 
 std::vector<LinearSpec> linear_table(const ModelConfig& config);

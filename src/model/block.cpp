@@ -21,14 +21,17 @@ BlockImpl::BlockImpl(const ModelConfig& c, int64_t layer_index)
       break;
   }
   mlp_norm = register_module("mlp_norm", RMSNorm(c.hidden, c.rms_eps));
-  mlp = register_module("mlp", SwiGLU(c.hidden, c.mlp_hidden));
+  if (c.is_moe_layer(layer_index))
+    moe = register_module("mlp", SparseMoe(c));
+  else
+    mlp = register_module("mlp", SwiGLU(c.hidden, c.mlp_hidden));
 }
 
 torch::Tensor BlockImpl::forward_uncheckpointed(const torch::Tensor& x) {
   auto normed = mixer_norm->forward(x);
   auto mixed = gdn ? gdn->forward(normed) : attention->forward(normed);
   auto h = x + mixed;
-  return h + mlp->forward(mlp_norm->forward(h));
+  return h + mlp_forward(mlp_norm->forward(h));
 }
 
 torch::Tensor BlockImpl::forward(torch::Tensor x) {

@@ -2,13 +2,15 @@
 // One pre-norm residual block:  h = x + mixer(mixer_norm(x));  y = h + mlp(mlp_norm(h)).
 // The mixer is a GatedDeltaNet (G) or a CausalSelfAttention (A, S), registered as "mixer".
 // Parameter names inside a block: mixer_norm.weight, mixer.<...>, mlp_norm.weight,
-// mlp.{gate,up,down}_proj.<...>.
+// mlp.{gate,up,down}_proj.<...> (a sparse layer, config.is_moe_layer: mlp.<SparseMoe's names>,
+// moe.h).
 #include <torch/torch.h>
 
 #include "model/attention.h"
 #include "model/config.h"
 #include "model/gated_deltanet.h"
 #include "model/layers.h"
+#include "model/moe.h"
 
 namespace hlp::model {
 
@@ -30,7 +32,10 @@ class BlockImpl : public torch::nn::Module {
   GatedDeltaNet gdn{nullptr};               // set for G blocks
   CausalSelfAttention attention{nullptr};  // set for A and S blocks
   RMSNorm mlp_norm{nullptr};
-  SwiGLU mlp{nullptr};
+  SwiGLU mlp{nullptr};     // set for dense layers
+  SparseMoe moe{nullptr};  // set for sparse layers (registered as "mlp")
+  // the MLP half's inner function: mlp or moe
+  torch::Tensor mlp_forward(const torch::Tensor& x) { return moe ? moe->forward(x) : mlp->forward(x); }
 
  private:
   LayerKind kind_;

@@ -147,7 +147,34 @@ void ModelConfig::validate() const {
       throw user_error("model config: gdn_key_heads ", gdn_key_heads, " != gdn_heads ", gdn_heads,
                        " needs gdn_variant qwen3_5 or qwen3_next (the others have one head count)");
   }
+  if (!moe_layers.empty()) {
+    if (int64_t(moe_layers.size()) != num_layers())
+      throw user_error("model config: moe_layers has ", moe_layers.size(), " letters but the model ",
+                       num_layers(), " layers");
+    for (char k : moe_layers)
+      if (k != 'E' && k != '-')
+        throw user_error("model config: moe_layers '", moe_layers, "' has '", k,
+                         "': use E (sparse) or - (dense) a layer");
+    if (count_moe_layers() > 0) {
+      require_size(moe_experts, "moe_experts (num_experts)");
+      require_size(moe_hidden, "moe_hidden (moe_intermediate_size)");
+      if (moe_top_k < 1 || moe_top_k > moe_experts)
+        throw user_error("model config: moe_top_k (num_experts_per_tok) ", moe_top_k,
+                         " must be between 1 and the ", moe_experts, " experts");
+      if (moe_shared_hidden < 0)
+        throw user_error("model config: moe_shared_hidden ", moe_shared_hidden, " is negative");
+      if (!std::isfinite(moe_aux_coef) || moe_aux_coef < 0)
+        throw user_error("model config: moe_aux_coef (router_aux_loss_coef) ", moe_aux_coef,
+                         " must be a finite number >= 0");
+    }
+  }
   require_parameter_bytes_within_limit(*this);
+}
+
+int64_t ModelConfig::count_moe_layers() const {
+  int64_t n = 0;
+  for (char k : moe_layers) n += k == 'E';
+  return n;
 }
 
 std::string ModelConfig::summary() const {
@@ -168,6 +195,9 @@ std::string ModelConfig::summary() const {
   if (attn_qk_norm) os << " attn_qk_norm=1";
   if (attn_rotary_width() != attn_head_dim) os << " attn_rotary_dim=" << attn_rotary_dim;
   if (norm_zero_centred) os << " norm_zero_centred=1";
+  if (count_moe_layers() > 0)
+    os << " moe=" << moe_layers << " experts=" << moe_experts << " top_k=" << moe_top_k
+       << " moe_hidden=" << moe_hidden << " shared=" << moe_shared_hidden;
   return os.str();
 }
 

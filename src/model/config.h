@@ -126,6 +126,17 @@ struct ModelConfig {
 
   AttnImpl attn_impl = AttnImpl::automatic;  // kernel of the A and S layers (--attn-impl)
 
+  // Sparse mixture-of-experts MLPs (Qwen3-Next; model/moe.h): moe_layers has one letter a
+  // layer, 'E' where the MLP is sparse, '-' where it is the dense SwiGLU; "" = every MLP dense.
+  std::string moe_layers;
+  int64_t moe_experts = 0;             // E routed experts a sparse layer
+  int64_t moe_top_k = 0;               // K experts a token
+  int64_t moe_hidden = 0;              // each routed expert's SwiGLU width
+  int64_t moe_shared_hidden = 0;       // the shared expert's SwiGLU width (0: none)
+  bool moe_norm_topk = true;           // renormalise the K routing weights to sum to 1
+  double moe_aux_coef = 0.0;           // router_aux_loss_coef
+  bool moe_aux_loss = false;           // add moe_aux_coef x the load-balancing loss in training
+
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight
   // The checkpoint's RMSNorm weights w scale by (1 + w) (Qwen3.5's zero-centred norms: the
@@ -143,6 +154,10 @@ struct ModelConfig {
   int64_t gdn_key_head_count() const { return gdn_key_heads > 0 ? gdn_key_heads : gdn_heads; }
   int64_t attn_rotary_width() const { return attn_rotary_dim > 0 ? attn_rotary_dim : attn_head_dim; }
   LayerKind layer_kind(int64_t layer) const;
+  bool is_moe_layer(int64_t layer) const {
+    return !moe_layers.empty() && moe_layers[size_t(layer)] == 'E';
+  }
+  int64_t count_moe_layers() const;
   int64_t count_layers(LayerKind kind) const;
 
   // Copies with one field changed (validated): the tokenizer decides the vocab, --pattern the

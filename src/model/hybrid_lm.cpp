@@ -19,6 +19,10 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config, uint64_t seed, int64_t fir
       has_embedding_(has_embedding),
       has_head_(has_head) {
   config_.validate();
+  if (config.moe_aux_loss && config.count_moe_layers() > 0 && config.activation_checkpointing)
+    throw user_error("--activation-checkpointing with the load-balancing loss (output_router_logits "
+                     "true in the config.json) is not implemented yet (a recomputed block would "
+                     "record its router logits twice); drop one of them");
   if (first_block < 0 || end_block > config.num_layers() || first_block > end_block)
     throw user_error("model part: blocks [", first_block, ", ", end_block,
                      ") is not a range inside the ", config.num_layers(), " layers of pattern ",
@@ -86,10 +90,24 @@ torch::Tensor HybridLMImpl::head(const torch::Tensor& x) {
 }
 
 torch::Tensor HybridLMImpl::loss(const torch::Tensor& x, const torch::Tensor& targets) {
-  if (config_.loss_impl == LossImpl::full) return model::cross_entropy_loss(head(x), targets);
-  const auto h = final_norm->forward(x);  // [B, T, D]
-  return chunked_linear_cross_entropy(h.reshape({-1, h.size(-1)}), lm_head_weight(),
+  torch::Tensor ce;
+  if (config_.loss_impl == LossImpl::full) {
+    ce = model::cross_entropy_loss(head(x), targets);
+  } else {
+    const auto h = final_norm->forward(x);  // [B, T, D]
+    ce = chunked_linear_cross_entropy(h.reshape({-1, h.size(-1)}), lm_head_weight(),
                                       targets.reshape({-1}));
+  }
+  // Qwen3-Next with output_router_logits: + coef x the load-balancing loss of this forward's
+  // sparse layers (moe.h), as transformers adds it; the registry keeps this to runs where one
+  // part holds every block (no pp, no cp)
+  std::vector<std::shared_ptr<RouterRecord>> records;
+  for (auto& b : blocks_)
+    if (b->moe)
+      for (auto& r : b->moe->take_router_records()) records.push_back(std::move(r));
+  if (records.empty()) return ce;
+  // the value here; the gradient through each sparse layer's own backward (moe.h)
+  return add_load_balancing_loss(ce, records, config_.moe_top_k, config_.moe_aux_coef);
 }
 
 torch::Tensor HybridLMImpl::forward_loss(const torch::Tensor& tokens, const torch::Tensor& targets) {

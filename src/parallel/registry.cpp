@@ -13,8 +13,20 @@ namespace {
 
 constexpr MeshAxis PP = MeshAxis::PP, TP = MeshAxis::TP, CP = MeshAxis::CP;
 
+// The load-balancing loss pools the router logits of every sparse layer and every token of a
+// forward (model/moe.h): an axis that splits the layers or the tokens of a forward would need
+// them gathered first.
+std::string moe_aux_refusal(const RunFacts& run, const char* axis, const char* splits) {
+  const model::ModelConfig* m = run.model;
+  if (!m || !m->moe_aux_loss || m->count_moe_layers() == 0) return "";
+  return std::string(axis) + " splits " + splits + " of a forward, over which the load-balancing "
+         "loss (output_router_logits true in the config.json) pools the router logits; not "
+         "implemented yet: set output_router_logits to false, or use ddp, fsdp or fsdp2";
+}
+
 std::string pp_check(int pp, const RunFacts& run) {
   const int V = std::max(1, run.pp_virtual);
+  if (std::string why = moe_aux_refusal(run, "--pp", "the sparse layers"); !why.empty()) return why;
   if (run.model) {
     const int64_t layers = run.model->num_layers();
     if (pp > layers)
@@ -50,6 +62,9 @@ std::string tp_check(int tp, const RunFacts& run) {
            "would draw different masks); use --lora-dropout 0";
   }
   if (!m) return "";
+  if (m->count_moe_layers() > 0)
+    return "--tp does not split mixture-of-experts layers (their experts are split by expert "
+           "parallelism, not implemented yet); use ddp, fsdp, fsdp2, pp or cp";
   auto divides = [&](int64_t n, const char* what) -> std::string {
     if (n % tp == 0) return "";
     return "--tp " + std::to_string(tp) + " does not divide the model's " + what + " (" +
@@ -68,6 +83,7 @@ std::string tp_check(int tp, const RunFacts& run) {
 }
 
 std::string cp_check(int cp, const RunFacts& run) {
+  if (std::string why = moe_aux_refusal(run, "--cp", "the tokens"); !why.empty()) return why;
   if (run.nccl)
     return "--cp runs on the MPI backend only (its exchanges are tagged point-to-point messages "
            "that NCCL does not order alike; not tried on a GPU yet); use --comm mpi, or run "

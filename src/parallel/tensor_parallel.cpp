@@ -173,7 +173,7 @@ torch::Tensor TensorParallel::block_forward(model::Block block,
   auto mixed = block->gdn ? block->gdn->forward(normed) : block->attention->forward(normed);
   auto h = x + reduce_from_tp_region(mixed, c);
   auto mlp_in = copy_to_tp_region(block->mlp_norm->forward(h), c);
-  return h + reduce_from_tp_region(block->mlp->forward(mlp_in), c);
+  return h + reduce_from_tp_region(block->mlp_forward(mlp_in), c);
 }
 
 }  // namespace hlp::parallel

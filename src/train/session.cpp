@@ -155,6 +155,9 @@ void build_strategy(Session& s) {
   parallel::StrategyOptions& so = s.options;
   so.strategy = c.strategy;
   so.model = run_model.model;
+  // hlp-eval reports each sequence's cross entropy; transformers would add the load-balancing
+  // term to its `loss` too when the config's output_router_logits is true (docs/hf-checkpoints.md)
+  if (s.evaluation) so.model.moe_aux_loss = false;
   model::resolve_attn_impl(so.model.attn_impl, s.device());  // an impossible sdpa fails here
   so.lora = run_model.lora;
   s.base_model_name = run_model.base_model_name;
@@ -398,6 +401,7 @@ std::unique_ptr<Session> open_eval_session(const RunContext& ctx, const TrainHoo
         ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag);
   s->split = BatchSplit{1, 1, 1};  // one sequence at a time, the same on every rank
   s->tokenizer_vocab = tokenizer_vocab;
+  s->evaluation = true;
   build_strategy(*s);
   load_weights(*s);
   return s;

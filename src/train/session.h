@@ -45,6 +45,7 @@ struct Session {
   ActivationProfile activation;                 // the probe's per-layer-kind bytes
   double activation_predicted = std::nan("");   // this rank's predicted activation peak
   int64_t first_step = 0;                       // > 0 when resumed
+  bool evaluation = false;  // hlp-eval: the cross entropy alone (no load-balancing loss)
 
   Session(const RunContext& c, const TrainHooks& h) : ctx(c), hooks(h) {}
   const TrainConfig& config() const { return ctx.config; }

@@ -307,27 +307,54 @@ void read_qwen2(Fields& f, ModelConfig& c, const std::string& where) {
 // Qwen3.5's text model (model_type qwen3_5_text; also the text_config of qwen3_5): Gated
 // DeltaNet "linear_attention" layers and gated full attention (docs/hf-checkpoints.md).
 // Qwen3-Next (model_type qwen3_next): Qwen3.5's layers with in_proj_qkvz / in_proj_ba fused per
-// key head, and sparse MoE MLPs where transformers' rule puts them: layer i is MoE iff i is not
-// in mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0. HLP implements the
-// dense layers; a checkpoint with a MoE layer is refused (the MoE issue).
-void read_qwen3_next_moe_fields(Fields& f, int64_t layers, const std::string& where) {
-  const std::vector<std::string> moe = {"moe_intermediate_size", "shared_expert_intermediate_size",
-                                        "num_experts_per_tok", "norm_topk_prob",
-                                        "output_router_logits", "router_aux_loss_coef"};
+// key head, and sparse MoE MLPs (moe.h) where transformers' rule puts them: layer i is sparse iff
+// i is not in mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0. Absent
+// fields take transformers' defaults (configuration_qwen3_next.py): 512 experts, 10 a token,
+// widths 512, decoder_sparse_step 1, norm_topk_prob true, router_aux_loss_coef 0.001,
+// output_router_logits false (the load-balancing loss is added in training only when true, as
+// transformers adds it).
+void read_qwen3_next_moe_fields(Fields& f, ModelConfig& c, int64_t layers) {
   const int64_t experts = f.has("num_experts") ? f.integer("num_experts", 0, kMaxDimension) : 512;
   const int64_t step =
       f.has("decoder_sparse_step") ? f.integer("decoder_sparse_step", 1, kMaxLayers) : 1;
   std::set<int64_t> dense;
   if (f.has("mlp_only_layers"))
     for (const auto& v : f.get<std::vector<int64_t>>("mlp_only_layers")) dense.insert(v);
+  std::string kinds(size_t(layers), '-');
   for (int64_t i = 0; i < layers; ++i)
-    if (!dense.count(i) && experts > 0 && (i + 1) % step == 0)
-      throw user_error(where, ": layer ", i, " is a sparse mixture-of-experts layer (num_experts ",
-                       experts, ", decoder_sparse_step ", step, ", not in mlp_only_layers): "
-                       "MoE layers are not implemented by HLP yet; dense qwen3_next checkpoints "
-                       "(every layer in mlp_only_layers) are");
-  f.no_effect(moe);
-  f.no_effect({"num_experts", "decoder_sparse_step", "mlp_only_layers"});
+    if (!dense.count(i) && experts > 0 && (i + 1) % step == 0) kinds[size_t(i)] = 'E';
+  f.note("moe_layers", kinds + "  <- " + f.where() + ": num_experts, decoder_sparse_step, "
+                                "mlp_only_layers (E sparse, - dense)");
+  const std::vector<std::string> moe = {"moe_intermediate_size", "shared_expert_intermediate_size",
+                                        "num_experts_per_tok", "norm_topk_prob",
+                                        "output_router_logits", "router_aux_loss_coef"};
+  if (kinds.find('E') == std::string::npos) {  // every MLP dense: the MoE fields say nothing
+    f.no_effect(moe);
+    f.no_effect({"num_experts", "decoder_sparse_step", "mlp_only_layers"});
+    return;
+  }
+  c.moe_layers = kinds;
+  c.moe_experts = experts;
+  auto size_or = [&](const char* key, int64_t fallback) {
+    return f.has(key) ? f.integer(key, 1, kMaxDimension) : fallback;
+  };
+  c.moe_top_k = size_or("num_experts_per_tok", 10);
+  c.moe_hidden = size_or("moe_intermediate_size", 512);
+  c.moe_shared_hidden = size_or("shared_expert_intermediate_size", 512);
+  c.moe_norm_topk = f.has("norm_topk_prob") ? f.get<bool>("norm_topk_prob") : true;
+  c.moe_aux_loss = f.has("output_router_logits") && f.get<bool>("output_router_logits");
+  c.moe_aux_coef = 0.001;
+  if (f.has("router_aux_loss_coef")) {
+    c.moe_aux_coef = f.number("router_aux_loss_coef");
+    if (!(c.moe_aux_coef >= 0) || !std::isfinite(c.moe_aux_coef))
+      throw user_error(f.where(), ": field 'router_aux_loss_coef' = ", c.moe_aux_coef,
+                       " must be a finite number >= 0");
+  }
+  std::ostringstream os;
+  os << c.moe_experts << " experts, top " << c.moe_top_k << (c.moe_norm_topk ? " renormalised" : "")
+     << ", widths " << c.moe_hidden << " / shared " << c.moe_shared_hidden << ", aux loss "
+     << (c.moe_aux_loss ? "on" : "off") << " (coef " << c.moe_aux_coef << ")  <- " << f.where();
+  f.note("moe", os.str());
 }
 
 void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where, bool next = false) {
@@ -381,7 +408,7 @@ void read_qwen3_5_text(Fields& f, ModelConfig& c, const std::string& where, bool
   f.set(c.gdn_heads, "gdn_heads", "linear_num_value_heads");
   // layer_types decides the pattern (transformers' default: full attention every 4th layer)
   const int64_t layers = f.integer("num_hidden_layers", 1, kMaxLayers);
-  if (next) read_qwen3_next_moe_fields(f, layers, where);
+  if (next) read_qwen3_next_moe_fields(f, c, layers);
   c.pattern.clear();
   if (f.has("layer_types")) {
     c.pattern = pattern_of_layer_types(f, layers, where,

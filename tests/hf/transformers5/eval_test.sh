@@ -10,8 +10,10 @@
 # and Qwen3-Next with dense MLPs (qwen3_next: in_proj_qkvz / in_proj_ba fused per key head).
 # tp 2 splits their Gated DeltaNet's q | k | v blocks block by block (qwen3_5_text_a, and
 # qwen3_next_dense whose in_proj_qkvz is per key head); the tied and VL fixtures have 3 attention
-# heads and 1 KV head, which tp 2 refuses with one line, as it does 1 key head; a qwen3_next with a
-# MoE layer is refused with one line.
+# heads and 1 KV head, which tp 2 refuses with one line, as it does 1 key head. Qwen3-Next with
+# sparse MoE layers (qwen3_next_moe_a: 8 experts, top 2 renormalised, shared expert, layer 1
+# dense by mlp_only_layers; _b: 6 experts, top 3 not renormalised, decoder_sparse_step 2): every
+# strategy but tp, which refuses MoE layers with one line.
 # Then --sequences (the corpus) under single, cp and pp, and bad token files.
 #   eval_test.sh HLP_EVAL FIXTURES_DIR
 set -euo pipefail
@@ -20,12 +22,13 @@ FIX=$2
 MPIEXEC=${HLP_MPIEXEC:-mpiexec}
 work=$(mktemp -d /tmp/hlp-eval-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl qwen3_next_dense; do
+for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl qwen3_next_dense \
+            qwen3_next_moe_a qwen3_next_moe_b; do
   dir="$FIX/$name"
   common=(--model-config "$dir" --init-from "$dir" --threads 1)
   "$HLP_EVAL" "${common[@]}" --tokens "$dir/tokens.txt" > "$work/$name.single.jsonl"
   strategies="ddp fsdp2 pp tp"
-  case "$name" in qwen3_5_text_tied|qwen3_5_vl) strategies="ddp fsdp2 pp" ;; esac
+  case "$name" in qwen3_5_text_tied|qwen3_5_vl|qwen3_next_moe_*) strategies="ddp fsdp2 pp" ;; esac
   for strategy in $strategies; do
     "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --tokens "$dir/tokens.txt" \
       > "$work/$name.$strategy.jsonl"
@@ -60,7 +63,7 @@ print(f"{name}: {len(single)} sequences (T {[n - 1 for n in ref['lengths']]}), l
       f"{worst64:.1e}; {', '.join(kinds)} (cp 2) agree with single within 1e-6")
 PY
 done
-# tp that does not divide the heads, and a qwen3_next with a MoE layer: one line, exit 2.
+# tp that does not divide the heads, and tp on a qwen3_next with MoE layers: one line, exit 2.
 refused() {  # refused EXPECTED_TEXT LAUNCH...
   local want=$1; shift
   set +e
@@ -79,12 +82,11 @@ mkdir -p "$work/onekey"
 refused "--tp 2 does not divide the model's gated-delta key heads (1)" \
   "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$work/onekey" --threads 1 --strategy tp \
   --tokens "$FIX/qwen3_5_text_a/tokens.txt"
-dir="$FIX/qwen3_next_dense"
-mkdir -p "$work/moe"
-/usr/bin/python3 -c "import json; c = json.load(open('$dir/config.json')); c['mlp_only_layers'] = [0, 1, 3]; json.dump(c, open('$work/moe/config.json', 'w'))"
-refused "layer 2 is a sparse mixture-of-experts layer" \
-  "$HLP_EVAL" --model-config "$work/moe" --threads 1 --tokens "$dir/tokens.txt"
-echo "ok: tp 2 with 1 KV head or 1 key head, and a qwen3_next MoE layer, refused with one line"
+dir="$FIX/qwen3_next_moe_a"
+refused "--tp does not split mixture-of-experts layers" \
+  "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --strategy tp \
+  --tokens "$dir/tokens.txt"
+echo "ok: tp 2 with 1 KV head or 1 key head, and tp on MoE layers, refused with one line"
 # Broken Qwen3.5 configs: one line naming the problem, exit 2, before anything is allocated.
 badcfg() {  # badcfg EXPECTED_TEXT PYTHON_EDIT (of the dict c)
   mkdir -p "$work/badcfg"

@@ -1,0 +1,158 @@
+#include "model/moe.h"
+
+#include <string>
+
+namespace hlp::model {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// y = out (a copy); backward: out's gradient as is, and the record's gradient (filled in place
+// by load_balancing_loss_into; zeros if no loss took the record) for the router logits
+struct InjectRouterGrad : torch::autograd::Function<InjectRouterGrad> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& out,
+                               const torch::Tensor& logits, const torch::Tensor& logits_grad) {
+    ctx->saved_data["grad"] = logits_grad;
+    return out.clone();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {grad[0], ctx->saved_data["grad"].toTensor(), torch::Tensor()};
+  }
+};
+
+// y = ce + aux (a value); backward: ce gets y's gradient g, and each record's gradient buffer,
+// holding d(coef aux)/d logits for a unit loss, is scaled by g in place before the sparse
+// layers' backward reads it (this node is the loss's, so it runs before any block's backward)
+struct AddLoadBalancing : torch::autograd::Function<AddLoadBalancing> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& ce,
+                               const torch::Tensor& aux, c10::List<at::Tensor> grads) {
+    ctx->saved_data["grads"] = grads;
+    return ce + aux.to(ce.scalar_type());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto g = grad[0];
+    for (at::Tensor t : ctx->saved_data["grads"].toTensorList()) t.mul_(g.to(t.scalar_type()));
+    return {g, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor add_load_balancing_loss(const torch::Tensor& ce,
+                                      const std::vector<std::shared_ptr<RouterRecord>>& records,
+                                      int64_t top_k, double coef) {
+  const auto aux = load_balancing_loss_into(records, top_k, coef);
+  c10::List<at::Tensor> grads;
+  for (const auto& r : records) grads.push_back(r->grad);
+  return AddLoadBalancing::apply(ce, coef * aux, grads);
+}
+
+SparseMoeImpl::SparseMoeImpl(const ModelConfig& c)
+    : top_k(c.moe_top_k), norm_topk(c.moe_norm_topk), record_(c.moe_aux_loss) {
+  // Registration order = accounting.cpp linear_table order.
+  gate = register_module("gate", LoRALinear(c.hidden, c.moe_experts, false));
+  auto holder = register_module("experts", std::make_shared<torch::nn::Module>());
+  for (int64_t e = 0; e < c.moe_experts; ++e)
+    experts.push_back(holder->register_module(std::to_string(e), SwiGLU(c.hidden, c.moe_hidden)));
+  if (c.moe_shared_hidden > 0) {
+    shared_expert = register_module("shared_expert", SwiGLU(c.hidden, c.moe_shared_hidden));
+    shared_expert_gate = register_module("shared_expert_gate", LoRALinear(c.hidden, 1, false));
+  }
+}
+
+torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), D = x.size(2);
+  const auto rows = x.reshape({B * T, D});
+  const auto logits = gate->forward(rows);  // [N, E]
+  std::shared_ptr<RouterRecord> record;  // for the load-balancing loss (training)
+  if (live_ && is_training()) live_logits_.push_back(logits);
+  else if (record_ && is_training() && torch::GradMode::is_enabled())
+    record = std::make_shared<RouterRecord>(
+        RouterRecord{logits.detach(), torch::zeros_like(logits, logits.options().requires_grad(false))});
+  auto probs = torch::softmax(logits, -1, torch::kFloat);  // float32 even in a float64 model
+  auto [w, idx] = torch::topk(probs, top_k, -1);          // [N, K], descending
+  if (norm_topk) w = w / w.sum(-1, /*keepdim=*/true);
+  w = w.to(logits.scalar_type());
+  torch::Tensor routed;  // [N, D], in the experts' output dtype
+  // (token, k) slots a expert: only experts with tokens run
+  const auto hit = torch::bincount(idx.reshape({-1}), {}, int64_t(experts.size())).cpu();
+  const auto counts = hit.accessor<int64_t, 1>();
+  for (int64_t e = 0; e < int64_t(experts.size()); ++e) {
+    if (counts[e] == 0) continue;
+    torch::Tensor token, slot;
+    {
+      torch::NoGradGuard no_grad;
+      const auto pos = (idx == e).nonzero();  // [n, 2]: (token, k), tokens ascending
+      token = pos.select(1, 0);
+      slot = pos.select(1, 1);
+    }
+    auto y = experts[size_t(e)]->forward(rows.index_select(0, token).unsqueeze(0)).squeeze(0);
+    y = y * w.index({token, slot}).unsqueeze(1).to(y.scalar_type());
+    routed = routed.defined() ? routed.index_add(0, token, y.to(routed.scalar_type()))
+                              : torch::zeros({B * T, D}, y.options()).index_add(0, token, y);
+  }
+  if (!routed.defined()) routed = torch::zeros_like(rows);  // no tokens (N = 0)
+  auto out = routed.view({B, T, D});
+  if (shared_expert) {
+    const auto shared = shared_expert->forward(x);
+    out = out + torch::sigmoid(shared_expert_gate->forward(x)) * shared;
+  }
+  if (record) {
+    records_.push_back(record);
+    out = InjectRouterGrad::apply(out, logits, record->grad);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<RouterRecord>> SparseMoeImpl::take_router_records() {
+  std::vector<std::shared_ptr<RouterRecord>> out;
+  out.swap(records_);
+  return out;
+}
+
+std::vector<torch::Tensor> SparseMoeImpl::take_router_logits() {
+  std::vector<torch::Tensor> out;
+  out.swap(live_logits_);
+  return out;
+}
+
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t top_k) {
+  const auto pooled = torch::cat(router_logits, 0);  // [R, E], the logits' dtype
+  const int64_t E = pooled.size(1);
+  const auto probs = torch::softmax(pooled, -1);
+  torch::Tensor fraction;  // [K, E]: share of rows whose k-th choice is e (no gradient)
+  {
+    torch::NoGradGuard no_grad;
+    const auto chosen = std::get<1>(torch::topk(probs, top_k, -1));           // [R, K]
+    fraction = torch::one_hot(chosen, E).to(torch::kFloat).mean(0);  // [K, E], float32 as transformers
+  }
+  return (fraction * probs.mean(0).unsqueeze(0)).sum() * double(E);
+}
+
+}  // namespace hlp::model
+
+namespace hlp::model {
+
+torch::Tensor load_balancing_loss_into(const std::vector<std::shared_ptr<RouterRecord>>& records,
+                                       int64_t top_k, double coef) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> logits;
+  for (const auto& r : records) logits.push_back(r->logits);
+  const auto aux = load_balancing_loss(logits, top_k);
+  // F_e = sum_k f[k, e] = n_e / R (float32, as the value's); d aux / d logits_r = (E / R) p_r (F - p_r.F)
+  const auto pooled = torch::cat(logits, 0);
+  const int64_t R = pooled.size(0), E = pooled.size(1);
+  const auto chosen = std::get<1>(torch::topk(torch::softmax(pooled, -1), top_k, -1));
+  // the fractions in float32 as the value's, summed over k in the logits' dtype (as autograd would)
+  const auto F = torch::one_hot(chosen, E).to(torch::kFloat).mean(0).to(pooled.scalar_type()).sum(0);
+  for (const auto& r : records) {
+    const auto p = torch::softmax(r->logits, -1);
+    const auto& f = F;
+    r->grad.copy_((coef * double(E) / double(R)) * p * (f - (p * f).sum(-1, /*keepdim=*/true)));
+  }
+  return aux;
+}
+
+}  // namespace hlp::model
