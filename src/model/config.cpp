@@ -295,6 +295,42 @@ ModelConfig preset(const std::string& name) {
     c.tied_embeddings = false;
     c.norm_zero_centred = true;
     c.hf_layout = HfLayout::qwen3_5_vl;  // the published checkpoints are vision-language ones
+  } else if (name == "qwen3-next-80b-a3b" || name == "small-moe") {
+    // qwen3-next-80b-a3b: Qwen/Qwen3-Next-80B-A3B (transformers' Qwen3NextConfig defaults, which
+    // its docstring names as that checkpoint's; src/model/README.md): 48 layers GGGA, every MLP
+    // sparse, 512 experts of 512 with 10 a token and a shared expert of 512. small-moe: the same
+    // layer kinds at CPU scale (the expert-parallel benchmark's model).
+    const bool big = name == "qwen3-next-80b-a3b";
+    c.pattern.clear();
+    for (int i = 0; i < (big ? 12 : 2); ++i) c.pattern += "GGGA";
+    c.hidden = big ? 2048 : 256;
+    c.mlp_hidden = big ? 5120 : 512;  // no dense MLP: every layer is sparse
+    c.vocab = big ? 151936 : 4096;
+    c.attn_heads = big ? 16 : 4;
+    c.attn_kv_heads = 2;
+    c.attn_head_dim = big ? 256 : 64;
+    c.attn_qkv_bias = false;
+    c.attn_output_gate = true;
+    c.attn_qk_norm = true;
+    c.attn_rotary_dim = c.attn_head_dim / 4;  // partial_rotary_factor 0.25
+    c.rope_theta = 1e7;
+    c.gdn_variant = GdnVariant::qwen3_next;
+    c.gdn_key_heads = big ? 16 : 4;
+    c.gdn_heads = big ? 32 : 8;
+    c.gdn_head_dim_k = big ? 128 : 32;
+    c.gdn_head_dim_v = big ? 128 : 32;
+    c.gdn_conv_width = 4;
+    c.gdn_norm_eps = 1e-6;
+    c.rms_eps = 1e-6;
+    c.tied_embeddings = false;
+    c.norm_zero_centred = true;
+    c.moe_layers = std::string(c.pattern.size(), 'E');
+    c.moe_experts = big ? 512 : 16;
+    c.moe_top_k = big ? 10 : 4;
+    c.moe_hidden = big ? 512 : 128;
+    c.moe_shared_hidden = big ? 512 : 256;
+    c.moe_norm_topk = true;
+    c.moe_aux_coef = 0.001;
   } else {
     std::ostringstream names;
     for (const auto& n : preset_names()) names << " " << n;
@@ -320,7 +356,8 @@ PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t token
     return {c.vocab, ""};
   }
   const bool real = preset_name == "jet-nemotron-2b" || preset_name == "jet-nemotron-4b" ||
-                    preset_name == "gpt2-large" || preset_name.rfind("qwen3.5-", 0) == 0;
+                    preset_name == "gpt2-large" || preset_name.rfind("qwen3.5-", 0) == 0 ||
+                    preset_name == "qwen3-next-80b-a3b";
   PresetVocabulary v{tokenizer_vocab, ""};
   if (!real || tokenizer_vocab > c.vocab) return v;
   if (tokenizer_vocab * 100 >= c.vocab * 99) {  // the model's own tokenizer: its padded vocab
@@ -335,7 +372,7 @@ PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t token
      << tokenizer_vocab << " rows (" << std::fixed << std::setprecision(1) << lost
      << " M parameters fewer) and the logits to " << tokenizer_vocab
      << " columns, so memory and time are not the real model's; use the model's tokenizer"
-     << (preset_name.rfind("jet-nemotron", 0) == 0
+     << (preset_name.rfind("jet-nemotron", 0) == 0 || preset_name == "qwen3-next-80b-a3b"
              ? " (--tokenizer build/datasets/qwen3/tokenizer.json, shipped)"
              : "")
      << ", or --vocab model to keep its " << c.vocab << " rows with this tokenizer's ids";
@@ -344,8 +381,8 @@ PresetVocabulary preset_vocabulary(const std::string& preset_name, int64_t token
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny",       "small",       "jet-nemotron-2b", "jet-nemotron-4b",
-          "gpt2-large", "qwen3.5-9b", "qwen3.5-27b"};
+  return {"tiny",        "small",       "small-moe",         "jet-nemotron-2b", "jet-nemotron-4b",
+          "gpt2-large",  "qwen3.5-9b",  "qwen3.5-27b",       "qwen3-next-80b-a3b"};
 }
 
 ModelConfig resolve_model_config(const std::string& preset_name, const std::string& pattern,

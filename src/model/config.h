@@ -171,13 +171,14 @@ struct ModelConfig {
   std::string summary() const;  // one line: name, pattern, D, heads ...
 };
 
-// Presets: tiny | small | jet-nemotron-2b | jet-nemotron-4b | gpt2-large | qwen3.5-27b.
+// Presets: tiny | small | small-moe | jet-nemotron-2b | jet-nemotron-4b | gpt2-large | qwen3.5-9b |
+// qwen3.5-27b | qwen3-next-80b-a3b (src/model/README.md).
 ModelConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 
 // The vocabulary a preset runs with when the data is tokenized with `tokenizer` (its name, for
 // the message) of `tokenizer_vocab` ids. The presets of real models (jet-nemotron-2b / -4b,
-// gpt2-large, qwen3.5-9b / -27b) keep their own vocabulary when the tokenizer is the model's (its ids fill the
+// gpt2-large, qwen3.5-9b / -27b, qwen3-next-80b-a3b) keep their own vocabulary when the tokenizer is the model's (its ids fill the
 // padded vocabulary to within 1 %, as Qwen's 151,669 ids fill Jet-Nemotron's 151,936); any other
 // tokenizer's vocabulary replaces the preset's (tiny and small take the tokenizer's as theirs).
 // `warning` is one line when a real model's vocabulary is replaced by a smaller tokenizer's:

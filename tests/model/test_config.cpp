@@ -255,7 +255,8 @@ TEST_CASE("model: a real model's vocabulary, kept with its tokenizer, replaced w
   CHECK_THROWS_AS(hlp::model::parse_vocab_source("padded"), hlp::UserError);
 }
 
-TEST_CASE("model: the Qwen3.5 presets are the published text models' shapes", "[model][config]") {
+TEST_CASE("model: the Qwen3.5 and Qwen3-Next presets are the published models' shapes",
+          "[model][config]") {
   // Qwen/Qwen3.5-9B and -27B text_config (src/model/README.md): parameter counts of the text model
   using hlp::model::preset;
   const auto nine = preset("qwen3.5-9b"), big = preset("qwen3.5-27b");
@@ -263,6 +264,11 @@ TEST_CASE("model: the Qwen3.5 presets are the published text models' shapes", "[
   CHECK(big.pattern.size() == 64);
   CHECK(hlp::model::count_parameters(nine).total == 8953803264);
   CHECK(hlp::model::count_parameters(big).total == 26895998464);
+  // Qwen3-Next-80B-A3B: every MLP sparse, 512 experts; 10 a token count in the FLOPs
+  const auto next = preset("qwen3-next-80b-a3b");
+  CHECK(next.count_moe_layers() == 48);
+  CHECK(hlp::model::count_parameters(next).total == 79674391296);
+  CHECK(hlp::model::count_parameters(preset("small-moe")).total == 18426656);
 }
 
 TEST_CASE("model: frozen matrices in the base dtype, the rest fp32", "[model][precision]") {
