@@ -201,6 +201,25 @@ std::string ModelConfig::summary() const {
   return os.str();
 }
 
+namespace {
+
+// What the Qwen3.5 and Qwen3-Next presets share (their config.json's common values): gated
+// attention without biases, q / k norms, rope_theta 1e7, conv width 4, eps 1e-6, untied, the
+// zero-centred (1 + w) norms.
+void set_qwen3_hybrid_common(ModelConfig& c) {
+  c.attn_qkv_bias = false;
+  c.attn_output_gate = true;
+  c.attn_qk_norm = true;
+  c.rope_theta = 1e7;
+  c.gdn_conv_width = 4;
+  c.gdn_norm_eps = 1e-6;
+  c.rms_eps = 1e-6;
+  c.tied_embeddings = false;
+  c.norm_zero_centred = true;
+}
+
+}  // namespace
+
 ModelConfig preset(const std::string& name) {
   ModelConfig c;
   c.name = name;
@@ -271,6 +290,7 @@ ModelConfig preset(const std::string& name) {
     // src/model/README.md): three Gated DeltaNet layers to one gated full attention
     // (full_attention_interval 4); LoRA-finetuned dense.
     const bool big = name == "qwen3.5-27b";
+    set_qwen3_hybrid_common(c);
     c.pattern.clear();
     for (int i = 0; i < (big ? 16 : 8); ++i) c.pattern += "GGGA";
     c.hidden = big ? 5120 : 4096;
@@ -279,21 +299,12 @@ ModelConfig preset(const std::string& name) {
     c.attn_heads = big ? 24 : 16;
     c.attn_kv_heads = 4;
     c.attn_head_dim = 256;
-    c.attn_qkv_bias = false;
-    c.attn_output_gate = true;
-    c.attn_qk_norm = true;
     c.attn_rotary_dim = 64;  // partial_rotary_factor 0.25
-    c.rope_theta = 1e7;
     c.gdn_variant = GdnVariant::qwen3_5;
     c.gdn_key_heads = 16;
     c.gdn_heads = big ? 48 : 32;
     c.gdn_head_dim_k = 128;
     c.gdn_head_dim_v = 128;
-    c.gdn_conv_width = 4;
-    c.gdn_norm_eps = 1e-6;
-    c.rms_eps = 1e-6;
-    c.tied_embeddings = false;
-    c.norm_zero_centred = true;
     c.hf_layout = HfLayout::qwen3_5_vl;  // the published checkpoints are vision-language ones
   } else if (name == "qwen3-next-80b-a3b" || name == "small-moe") {
     // qwen3-next-80b-a3b: Qwen/Qwen3-Next-80B-A3B (transformers' Qwen3NextConfig defaults, which
@@ -301,6 +312,7 @@ ModelConfig preset(const std::string& name) {
     // sparse, 512 experts of 512 with 10 a token and a shared expert of 512. small-moe: the same
     // layer kinds at CPU scale (the expert-parallel benchmark's model).
     const bool big = name == "qwen3-next-80b-a3b";
+    set_qwen3_hybrid_common(c);
     c.pattern.clear();
     for (int i = 0; i < (big ? 12 : 2); ++i) c.pattern += "GGGA";
     c.hidden = big ? 2048 : 256;
@@ -309,21 +321,12 @@ ModelConfig preset(const std::string& name) {
     c.attn_heads = big ? 16 : 4;
     c.attn_kv_heads = 2;
     c.attn_head_dim = big ? 256 : 64;
-    c.attn_qkv_bias = false;
-    c.attn_output_gate = true;
-    c.attn_qk_norm = true;
     c.attn_rotary_dim = c.attn_head_dim / 4;  // partial_rotary_factor 0.25
-    c.rope_theta = 1e7;
     c.gdn_variant = GdnVariant::qwen3_next;
     c.gdn_key_heads = big ? 16 : 4;
     c.gdn_heads = big ? 32 : 8;
     c.gdn_head_dim_k = big ? 128 : 32;
     c.gdn_head_dim_v = big ? 128 : 32;
-    c.gdn_conv_width = 4;
-    c.gdn_norm_eps = 1e-6;
-    c.rms_eps = 1e-6;
-    c.tied_embeddings = false;
-    c.norm_zero_centred = true;
     c.moe_layers = std::string(c.pattern.size(), 'E');
     c.moe_experts = big ? 512 : 16;
     c.moe_top_k = big ? 10 : 4;

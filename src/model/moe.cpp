@@ -118,22 +118,23 @@ std::vector<torch::Tensor> SparseMoeImpl::take_router_logits() {
   return out;
 }
 
-torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t top_k) {
-  const auto pooled = torch::cat(router_logits, 0);  // [R, E], the logits' dtype
-  const int64_t E = pooled.size(1);
-  const auto probs = torch::softmax(pooled, -1);
-  torch::Tensor fraction;  // [K, E]: share of rows whose k-th choice is e (no gradient)
-  {
-    torch::NoGradGuard no_grad;
-    const auto chosen = std::get<1>(torch::topk(probs, top_k, -1));           // [R, K]
-    fraction = torch::one_hot(chosen, E).to(torch::kFloat).mean(0);  // [K, E], float32 as transformers
-  }
-  return (fraction * probs.mean(0).unsqueeze(0)).sum() * double(E);
+namespace {
+
+// [K, E]: the share of the pooled rows whose k-th choice is expert e, in float32 as transformers'
+// (no gradient)
+torch::Tensor choice_fractions(const torch::Tensor& probs, int64_t top_k) {
+  torch::NoGradGuard no_grad;
+  const auto chosen = std::get<1>(torch::topk(probs, top_k, -1));  // [R, K]
+  return torch::one_hot(chosen, probs.size(1)).to(torch::kFloat).mean(0);
 }
 
-}  // namespace hlp::model
+}  // namespace
 
-namespace hlp::model {
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t top_k) {
+  const auto probs = torch::softmax(torch::cat(router_logits, 0), -1);  // [R, E], logits' dtype
+  const auto fraction = choice_fractions(probs, top_k);               // [K, E]
+  return (fraction * probs.mean(0).unsqueeze(0)).sum() * double(probs.size(1));
+}
 
 torch::Tensor load_balancing_loss_into(const std::vector<std::shared_ptr<RouterRecord>>& records,
                                        int64_t top_k, double coef) {
@@ -141,16 +142,14 @@ torch::Tensor load_balancing_loss_into(const std::vector<std::shared_ptr<RouterR
   std::vector<torch::Tensor> logits;
   for (const auto& r : records) logits.push_back(r->logits);
   const auto aux = load_balancing_loss(logits, top_k);
-  // F_e = sum_k f[k, e] = n_e / R (float32, as the value's); d aux / d logits_r = (E / R) p_r (F - p_r.F)
-  const auto pooled = torch::cat(logits, 0);
-  const int64_t R = pooled.size(0), E = pooled.size(1);
-  const auto chosen = std::get<1>(torch::topk(torch::softmax(pooled, -1), top_k, -1));
-  // the fractions in float32 as the value's, summed over k in the logits' dtype (as autograd would)
-  const auto F = torch::one_hot(chosen, E).to(torch::kFloat).mean(0).to(pooled.scalar_type()).sum(0);
+  // F_e = sum_k f[k, e] = n_e / R; d aux / d logits_r = (E / R) p_r (F - p_r.F). The fractions
+  // in float32 as the value's, summed over k in the logits' dtype (as autograd would).
+  const auto probs = torch::softmax(torch::cat(logits, 0), -1);
+  const int64_t R = probs.size(0), E = probs.size(1);
+  const auto F = choice_fractions(probs, top_k).to(probs.scalar_type()).sum(0);  // [E]
   for (const auto& r : records) {
     const auto p = torch::softmax(r->logits, -1);
-    const auto& f = F;
-    r->grad.copy_((coef * double(E) / double(R)) * p * (f - (p * f).sum(-1, /*keepdim=*/true)));
+    r->grad.copy_((coef * double(E) / double(R)) * p * (F - (p * F).sum(-1, /*keepdim=*/true)));
   }
   return aux;
 }
