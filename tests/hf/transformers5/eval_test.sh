@@ -109,6 +109,24 @@ badcfg "attention_bias' = true is not implemented" "c['attention_bias'] = True"
 badcfg "field 'mamba_ssm_dtype' = \"bfloat16\" is not implemented" "c['mamba_ssm_dtype'] = 'bfloat16'"
 badcfg "field 'mlp_only_layers' = [0] is not implemented" "c['mlp_only_layers'] = [0]"
 echo "ok: broken Qwen3.5 configs refused (exit 2, one line naming the field)"
+# Broken Qwen3-Next MoE configs likewise (the moe_a fixture's config, edited).
+badmoe() {  # badmoe EXPECTED_TEXT PYTHON_EDIT
+  mkdir -p "$work/badmoe"
+  /usr/bin/python3 -c "import json; c = json.load(open('$FIX/qwen3_next_moe_a/config.json')); $2; json.dump(c, open('$work/badmoe/config.json', 'w'))"
+  set +e
+  "$HLP_EVAL" --model-config "$work/badmoe" --threads 1 --tokens "$FIX/qwen3_next_moe_a/tokens.txt" \
+    > "$work/badmoe.out" 2> "$work/badmoe.err"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && [ "$(grep -c 'error:' "$work/badmoe.err")" -eq 1 ] &&
+    grep -qF -- "$1" "$work/badmoe.err" && [ ! -s "$work/badmoe.out" ] ||
+    { echo "FAIL: MoE config edit '$2': exit $rc, want one line with '$1'"; cat "$work/badmoe.err"; exit 1; }
+}
+badmoe "moe_top_k (num_experts_per_tok) 9 must be between 1 and the 8 experts" "c['num_experts_per_tok'] = 9"
+badmoe "field 'router_aux_loss_coef' = -0.5 must be a finite number >= 0" "c['router_aux_loss_coef'] = -0.5"
+badmoe "field 'moe_intermediate_size' = 0 must be a whole number" "c['moe_intermediate_size'] = 0"
+badmoe "field 'norm_topk_prob' has the wrong type" "c['norm_topk_prob'] = 'yes'"
+echo "ok: broken Qwen3-Next MoE configs refused (exit 2, one line naming the field)"
 # The published checkpoints' extra fields (Qwen/Qwen3.5-*: attn_output_gate, mamba_ssm_dtype,
 # mlp_only_layers, the multi-token-prediction head's) read, and the same loss.
 mkdir -p "$work/published"
