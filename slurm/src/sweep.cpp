@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <set>
 #include <sstream>
 
@@ -181,22 +182,28 @@ Sweep expand_sweep(const JobFile& job) {
 }
 
 std::vector<std::string> vocabulary_warnings(const Sweep& sweep) {
-  std::map<std::pair<std::string, std::string>, std::vector<std::string>> configs;
+  // (model, tokenizer, vocab source) -> the configurations with it
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<std::string>> configs;
   for (const Config& c : sweep.configs) {
     const std::string model = c.value("model");
     const std::string tokenizer = c.value("tokenizer");
+    const std::string source = c.value("vocab");
     if (!model.empty() && c.value("model-config").empty())  // a checkpoint's vocabulary rules
-      configs[{model, tokenizer.empty() ? "byte" : tokenizer}].push_back(c.name);
+      configs[{model, tokenizer.empty() ? "byte" : tokenizer, source.empty() ? "tokenizer" : source}]
+          .push_back(c.name);
   }
   std::vector<std::string> warnings;
   for (const auto& [key, names] : configs) {
+    const auto& [model_name, tokenizer, source] = key;
     int64_t vocab = 0;
+    std::string warning;
     try {
-      vocab = data::make_tokenizer(key.second)->vocab_size();
+      vocab = data::make_tokenizer(tokenizer)->vocab_size();
+      warning = model::preset_vocabulary(model_name, vocab, tokenizer,
+                                         model::parse_vocab_source(source)).warning;
     } catch (const UserError&) {
-      continue;  // unreadable here (e.g. a path of the cluster): hlp-train says so
+      continue;  // unreadable here (e.g. a path of the cluster), or refused: hlp-train says so
     }
-    const std::string warning = model::preset_vocabulary(key.first, vocab, key.second).warning;
     if (warning.empty()) continue;
     warnings.push_back(std::to_string(names.size()) + " configuration(s) (" + names.front() +
                        (names.size() > 1 ? ", ..." : "") + "): " + warning);
