@@ -18,6 +18,7 @@
 #include "model/hf/peft.h"
 #include "model/hybrid_lm.h"
 #include "model/moe.h"
+#include "parallel/strategy_util.h"
 
 using namespace hlp::model;
 
@@ -48,17 +49,9 @@ HybridLM load(const std::string& dir, torch::Dtype dtype) {
   c.moe_aux_loss = true;  // transformers' output_router_logits=True
   c.kernels = dtype == torch::kDouble ? Kernels::reference : c.kernels;
   HybridLM model(c, /*seed=*/1);
-  std::vector<hf::HeldTensor> held;
-  for (const auto& p : model->named_parameters()) {
-    hf::HeldTensor h;
-    h.name = p.key();
-    h.local = p.value();
-    h.full_shape = p.value().sizes().vec();
-    h.region = hf::Region::whole(h.full_shape);
-    held.push_back(h);
-  }
   hf::HfCheckpoint checkpoint(dir);
-  hf::load_held(checkpoint, hf::expected_base_tensors(c), held);
+  hf::load_held(checkpoint, hf::expected_base_tensors(c),
+                hlp::parallel::whole_held_tensors(*model, /*primary=*/true));
   model->to(dtype);
   model->train();
   return model;

@@ -87,19 +87,20 @@ refused "--tp does not split mixture-of-experts layers" \
   "$MPIEXEC" -n 2 "$HLP_EVAL" --model-config "$dir" --init-from "$dir" --threads 1 --strategy tp \
   --tokens "$dir/tokens.txt"
 echo "ok: tp 2 with 1 KV head or 1 key head, and tp on MoE layers, refused with one line"
-# Broken Qwen3.5 configs: one line naming the problem, exit 2, before anything is allocated.
-badcfg() {  # badcfg EXPECTED_TEXT PYTHON_EDIT (of the dict c)
+# Broken configs: one line naming the problem, exit 2, before anything is allocated.
+badcfg_of() {  # badcfg_of FIXTURE EXPECTED_TEXT PYTHON_EDIT (of the dict c): FIXTURE's config, edited
   mkdir -p "$work/badcfg"
-  /usr/bin/python3 -c "import json, sys; c = json.load(open('$FIX/qwen3_5_text_a/config.json')); $2; json.dump(c, open('$work/badcfg/config.json', 'w'))"
+  /usr/bin/python3 -c "import json, sys; c = json.load(open('$FIX/$1/config.json')); $3; json.dump(c, open('$work/badcfg/config.json', 'w'))"
   set +e
-  "$HLP_EVAL" --model-config "$work/badcfg" --threads 1 --tokens "$FIX/qwen3_5_text_a/tokens.txt" \
+  "$HLP_EVAL" --model-config "$work/badcfg" --threads 1 --tokens "$FIX/$1/tokens.txt" \
     > "$work/badcfg.out" 2> "$work/badcfg.err"
   local rc=$?
   set -e
   [ "$rc" -eq 2 ] && [ "$(grep -c 'error:' "$work/badcfg.err")" -eq 1 ] &&
-    grep -qF -- "$1" "$work/badcfg.err" && [ ! -s "$work/badcfg.out" ] ||
-    { echo "FAIL: config edit '$2': exit $rc, want one line with '$1'"; cat "$work/badcfg.err"; exit 1; }
+    grep -qF -- "$2" "$work/badcfg.err" && [ ! -s "$work/badcfg.out" ] ||
+    { echo "FAIL: $1 config edit '$3': exit $rc, want one line with '$2'"; cat "$work/badcfg.err"; exit 1; }
 }
+badcfg() { badcfg_of qwen3_5_text_a "$@"; }
 badcfg "layer_types has 3 entries but num_hidden_layers is 4" "c['layer_types'] = c['layer_types'][:3]"
 badcfg "layer_types[1] = 'sliding_attention' is not implemented" "c['layer_types'][1] = 'sliding_attention'"
 badcfg "gdn_key_heads 2 does not divide gdn_heads 3" "c['linear_num_value_heads'] = 3"
@@ -110,18 +111,7 @@ badcfg "field 'mamba_ssm_dtype' = \"bfloat16\" is not implemented" "c['mamba_ssm
 badcfg "field 'mlp_only_layers' = [0] is not implemented" "c['mlp_only_layers'] = [0]"
 echo "ok: broken Qwen3.5 configs refused (exit 2, one line naming the field)"
 # Broken Qwen3-Next MoE configs likewise (the moe_a fixture's config, edited).
-badmoe() {  # badmoe EXPECTED_TEXT PYTHON_EDIT
-  mkdir -p "$work/badmoe"
-  /usr/bin/python3 -c "import json; c = json.load(open('$FIX/qwen3_next_moe_a/config.json')); $2; json.dump(c, open('$work/badmoe/config.json', 'w'))"
-  set +e
-  "$HLP_EVAL" --model-config "$work/badmoe" --threads 1 --tokens "$FIX/qwen3_next_moe_a/tokens.txt" \
-    > "$work/badmoe.out" 2> "$work/badmoe.err"
-  local rc=$?
-  set -e
-  [ "$rc" -eq 2 ] && [ "$(grep -c 'error:' "$work/badmoe.err")" -eq 1 ] &&
-    grep -qF -- "$1" "$work/badmoe.err" && [ ! -s "$work/badmoe.out" ] ||
-    { echo "FAIL: MoE config edit '$2': exit $rc, want one line with '$1'"; cat "$work/badmoe.err"; exit 1; }
-}
+badmoe() { badcfg_of qwen3_next_moe_a "$@"; }
 badmoe "moe_top_k (num_experts_per_tok) 9 must be between 1 and the 8 experts" "c['num_experts_per_tok'] = 9"
 badmoe "field 'router_aux_loss_coef' = -0.5 must be a finite number >= 0" "c['router_aux_loss_coef'] = -0.5"
 badmoe "field 'moe_intermediate_size' = 0 must be a whole number" "c['moe_intermediate_size'] = 0"
