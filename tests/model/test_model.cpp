@@ -29,9 +29,15 @@ struct SingleThreadListener : Catch::TestEventListenerBase {
 CATCH_REGISTER_LISTENER(SingleThreadListener)
 
 TEST_CASE("model: parameter names and shapes equal the accounting table", "[model]") {
-  for (const std::string pattern : {"GAGS", "SGA"}) {
+  for (const std::string pattern : {"GAGS", "SGA", "GAGA"}) {
     auto c = preset("tiny").with_pattern(pattern);
     if (pattern == "SGA") c.gdn_variant = GdnVariant::jetblock;
+    if (pattern == "GAGA") {  // Qwen3-Next's layers with sparse MoE MLPs in three of four
+      c = preset("small-moe");
+      c.pattern = pattern;
+      c.moe_layers = "E-EE";
+      c.validate();
+    }
     HybridLM model(c, 1);
     auto lora = make_lora_config(2, 4, 0, "q_proj,g_proj,down_proj");
     apply_lora(model, lora);
