@@ -101,7 +101,8 @@ Sweep expand_sweep(const JobFile& job) {
     OptionLookup lookup = [&](const std::string& name) -> std::optional<std::string> {
       auto it = values.find(name);
       if (it != values.end()) return it->second;
-      if (name == "tp" || name == "pp" || name == "cp" || name == "ranks") return std::string("1");
+      if (name == "tp" || name == "pp" || name == "cp" || name == "ep" || name == "ranks")
+        return std::string("1");
       return std::nullopt;
     };
     auto get = [&](const std::string& key) {
@@ -120,6 +121,7 @@ Sweep expand_sweep(const JobFile& job) {
     spec.tp = as_count("tp", get("tp"), 1, job.path);
     spec.pp = as_count("pp", get("pp"), 1, job.path);
     spec.cp = as_count("cp", get("cp"), 1, job.path);
+    spec.ep = as_count("ep", get("ep"), 1, job.path);
     const std::optional<parallel::MeshAxis> own_axis = parallel::strategy_entry(spec.strategy).axis;
     spec = parallel::with_defaults(spec, config.ranks);
 

@@ -163,6 +163,11 @@ void describe(OptionTable& t, Descriptions& d) {
         "context-parallel size: every sequence is split along T over cp ranks (G layers pass "
         "their delta-rule state between ranks, S layers a window halo, A layers ring attention); "
         "composes with ddp, fsdp2 and --tp; --strategy cp without it uses every rank (per tp group)");
+  t.add(par, "ep", &C::ep,
+        "expert-parallel size: every mixture-of-experts layer's routed experts split over ep "
+        "ranks carved out of the data-parallel (x cp) ranks, tokens dispatched to their experts "
+        "and back by all-to-all (dropless); the rest of the model as ddp or fsdp2 holds it; "
+        "must divide the experts and dp x cp");
   t.add_choice(par, "cp-layout", &C::cp_layout, parse_cp_layout, print_cp_layout,
         "which pieces of the sequence a cp rank holds: zigzag (2 cp pieces, rank r holds r and "
         "2cp-1-r: equal causal-attention work on every rank) | contiguous (piece r)");
@@ -320,6 +325,7 @@ void require_positive(const char* name, long long v) {
 
 void validate(const train::TrainConfig& c) {
   require_positive("cp", c.cp);
+  require_positive("ep", c.ep);
   require_positive("pp-virtual", c.pp_virtual);
   if (!(c.loss_scale_init >= 1) || !std::isfinite(c.loss_scale_init))
     throw user_error("--loss-scale-init must be a finite number >= 1 (got ", c.loss_scale_init,

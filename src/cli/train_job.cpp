@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "metrics/torch_info.h"
 #include "model/accounting.h"
 #include "model/context_shard.h"
+#include "model/hf/config_json.h"
 #include "model/sdpa_attention.h"
 #include "train/checkpoint.h"
 #include "train/plan.h"
@@ -108,6 +110,19 @@ std::pair<double, double> plan_prediction(const train::RunContext& ctx, const st
   }
 }
 
+// Whether the run's model has sparse MoE layers (their step metrics are written); a model that
+// cannot be resolved is refused with its own message when the strategy is built.
+bool has_moe_layers(const train::TrainConfig& c) {
+  try {
+    const model::ModelConfig m = c.model_config.empty()
+                                     ? model::resolve_model_config(c.model, c.pattern, c.gdn_mode)
+                                     : model::hf::read_hf_config(c.model_config).config;
+    return m.count_moe_layers() > 0;
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
 // Everything the job records around the trainer: the result file, the model's attributes at
 // the start, each step's metrics and progress line, and how the run ended.
 class JobRecord {
@@ -125,7 +140,8 @@ class JobRecord {
     wo.flush_every_steps = c.flush_every;
     wo.expected_steps = c.steps;  // sizes the disk-full reserve
     wo.reserve_bytes = c.result_reserve_kib < 0 ? -1 : c.result_reserve_kib * 1024;
-    for (const char* m : metrics::step_extra_metrics(run_.cuda)) wo.extra_metrics.push_back(m);
+    for (const char* m : metrics::step_extra_metrics(run_.cuda, has_moe_layers(c)))
+      wo.extra_metrics.push_back(m);
     // --resume (a requeued task): the file of this run keeps its steps before the checkpoint's
     if (c.resume) wo.append_from_step = ctx.resume ? ctx.resume->next_step : 0;
     writer_ = std::make_unique<metrics::ResultWriter>(io_comm, c.out,
@@ -152,6 +168,7 @@ class JobRecord {
   }
   void progress_line(const train::StepReport& r, const metrics::StepMetrics& m) const;
   void context_parallel_line(const metrics::ContextParallelInfo& cp) const;
+  void experts_line(const metrics::ExpertsInfo& e) const;
 
   const train::RunContext& ctx_;
   std::shared_ptr<metrics::Recorder> recorder_;
@@ -281,6 +298,33 @@ void JobRecord::context_parallel_line(const metrics::ContextParallelInfo& cp) co
                 chain);
 }
 
+// How evenly the router spread the tokens (most / mean slots an expert, per sparse layer over
+// the run, then the mean and worst over the layers) and what --ep's all-to-all sent.
+void JobRecord::experts_line(const metrics::ExpertsInfo& e) const {
+  const int64_t L = int64_t(e.layers.size()), E = e.experts, steps = e.steps();
+  double mean_imbalance = 0, worst = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    double most = 0, sum = 0;
+    for (int64_t e_ = 0; e_ < E; ++e_) {
+      double n = 0;
+      for (int64_t s = 0; s < steps; ++s) n += double(e.tokens[size_t((s * L + l) * E + e_)]);
+      most = std::max(most, n);
+      sum += n;
+    }
+    const double imbalance = sum > 0 ? most / (sum / double(E)) : 1.0;
+    mean_imbalance += imbalance / double(L);
+    worst = std::max(worst, imbalance);
+  }
+  double bytes = 0;
+  for (int64_t b : e.all_to_all_bytes) bytes += double(b);
+  const double per = e.all_to_all_bytes.empty() ? 0 : bytes / double(e.all_to_all_bytes.size()) / double(steps);
+  ctx_.log.info("experts: %lld sparse layers x %lld experts (top %lld, ep %lld); tokens per "
+                "expert most / mean %.2f (mean over layers), %.2f (worst layer); all-to-all "
+                "sent %.1f KiB per rank and step",
+                (long long)L, (long long)E, (long long)e.top_k, (long long)e.ep, mean_imbalance,
+                worst, per / 1024);
+}
+
 // The run's end in the result file and on the console; the process exit code.
 int JobRecord::finish(const train::TrainOutcome& outcome) {
   const train::TrainConfig& c = ctx_.config;
@@ -292,6 +336,8 @@ int JobRecord::finish(const train::TrainOutcome& outcome) {
     writer_->write_context_parallel(*outcome.context_parallel);
   if (outcome.context_parallel && outcome.context_parallel->steps > 0)
     context_parallel_line(*outcome.context_parallel);
+  if (writer_ && outcome.experts) writer_->write_experts(*outcome.experts);
+  if (outcome.experts && outcome.experts->steps() > 0) experts_line(*outcome.experts);
   int exit_code = 0;
   if (!outcome.non_finite.empty()) {
     exit_code = train::kExitNonFinite;

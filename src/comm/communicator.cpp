@@ -19,6 +19,7 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::Send: return "send";
     case OpKind::Recv: return "recv";
     case OpKind::Barrier: return "barrier";
+    case OpKind::AllToAll: return "all_to_all";
   }
   return "unknown";
 }
@@ -163,6 +164,38 @@ void Communicator::check_reduce_scatter_args(const at::Tensor& input,
                                 " on " + std::to_string(size()) + " ranks it must have ceil(" +
                                 std::to_string(input.numel()) + "/" + std::to_string(size()) +
                                 ") = " + std::to_string(shard));
+}
+
+int64_t Communicator::check_all_to_all_args(const at::Tensor& input, const at::Tensor& output,
+                                            const std::vector<int64_t>& send_counts,
+                                            const std::vector<int64_t>& recv_counts) const {
+  dtype_info(input.scalar_type());
+  if (output.scalar_type() != input.scalar_type())
+    throw std::invalid_argument(std::string("all_to_all: output dtype ") +
+                                c10::toString(output.scalar_type()) + " differs from input " +
+                                c10::toString(input.scalar_type()));
+  auto sum = [&](const std::vector<int64_t>& counts, const char* which) {
+    if (int64_t(counts.size()) != size())
+      throw std::invalid_argument(std::string("all_to_all: ") + which + " has " +
+                                  std::to_string(counts.size()) + " entries on " +
+                                  std::to_string(size()) + " ranks; give one per rank");
+    int64_t total = 0;
+    for (int64_t c : counts) {
+      if (c < 0) throw std::invalid_argument(std::string("all_to_all: negative ") + which);
+      total += c;
+    }
+    return total;
+  };
+  if (sum(send_counts, "send_counts") != input.numel() ||
+      sum(recv_counts, "recv_counts") != output.numel())
+    throw std::invalid_argument("all_to_all: the counts sum to " +
+                                std::to_string(sum(send_counts, "send_counts")) + " sent and " +
+                                std::to_string(sum(recv_counts, "recv_counts")) +
+                                " received elements, the tensors hold " +
+                                std::to_string(input.numel()) + " and " +
+                                std::to_string(output.numel()));
+  return (input.numel() - send_counts[size_t(rank())]) *
+         dtype_info(input.scalar_type()).element_bytes;
 }
 
 void Communicator::check_peer(int peer, const char* what) const {

@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "comm/observer.h"
 #include "comm/shard.h"
@@ -107,6 +108,15 @@ class Communicator {
   virtual WorkPtr send_async(at::Tensor tensor, int dst, int tag) = 0;
   virtual WorkPtr recv_async(at::Tensor tensor, int src, int tag) = 0;
   virtual WorkPtr barrier_async() = 0;
+  // output <- the pieces the other ranks send this one (MPI_Alltoallv): input holds
+  // send_counts[r] elements for rank r, concatenated in rank order; output receives
+  // recv_counts[r] elements from rank r, concatenated in rank order (one count per rank each;
+  // every rank's send_counts[me] must equal my recv_counts[it], the caller's bookkeeping, as in
+  // MPI). Same dtype both sides; the counts are elements, any may be 0. Its OpRecord's bytes
+  // are what this rank sent to the other ranks (the piece it keeps is a local copy).
+  virtual WorkPtr all_to_all_async(at::Tensor input, at::Tensor output,
+                                   std::vector<int64_t> send_counts,
+                                   std::vector<int64_t> recv_counts) = 0;
 
   // ---- sync forms: async + wait ----
   void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
@@ -130,6 +140,11 @@ class Communicator {
   }
   void barrier() {
     run_sync(OpKind::Barrier, [&] { return barrier_async(); });
+  }
+  void all_to_all(const at::Tensor& input, const at::Tensor& output,
+                  const std::vector<int64_t>& send_counts, const std::vector<int64_t>& recv_counts) {
+    run_sync(OpKind::AllToAll,
+             [&] { return all_to_all_async(input, output, send_counts, recv_counts); });
   }
 
   // Allocating conveniences. all_gather: input [*S] -> [n, *S].
@@ -159,6 +174,11 @@ class Communicator {
   void check_all_gather_args(const at::Tensor& input, const at::Tensor& output) const;
   void check_reduce_scatter_args(const at::Tensor& input, const at::Tensor& output) const;
   void check_peer(int peer, const char* what) const;
+  // all_to_all: one count per rank, none negative, summing to the tensors' element counts, one
+  // dtype; returns the bytes sent to the other ranks.
+  int64_t check_all_to_all_args(const at::Tensor& input, const at::Tensor& output,
+                                const std::vector<int64_t>& send_counts,
+                                const std::vector<int64_t>& recv_counts) const;
 
  private:
   struct SyncScope {

@@ -366,4 +366,38 @@ WorkPtr MpiCommunicator::barrier_async() {
   return enqueue(OpKind::Barrier, 0, -1, [comm] { check_mpi(MPI_Barrier(comm), "MPI_Barrier"); });
 }
 
+WorkPtr MpiCommunicator::all_to_all_async(at::Tensor input, at::Tensor output,
+                                          std::vector<int64_t> send_counts,
+                                          std::vector<int64_t> recv_counts) {
+  check_cpu(input, "all_to_all");
+  check_cpu(output, "all_to_all");
+  const int64_t bytes = check_all_to_all_args(input, output, send_counts, recv_counts);
+  // MPI_Alltoallv takes int counts and displacements: each must fit, the totals included
+  checked_count(input.numel(), "all_to_all");
+  checked_count(output.numel(), "all_to_all");
+  MPI_Comm comm = comm_;
+  return enqueue(OpKind::AllToAll, bytes, -1, [input, output, send_counts, recv_counts, comm] {
+    const size_t n = send_counts.size();
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    int so = 0, ro = 0;
+    for (size_t r = 0; r < n; ++r) {
+      sc[r] = int(send_counts[r]);
+      sd[r] = so;
+      so += sc[r];
+      rc[r] = int(recv_counts[r]);
+      rd[r] = ro;
+      ro += rc[r];
+    }
+    at::Tensor send = contiguous_buffer(input);
+    at::Tensor recv = host_output_buffer(output);
+    static char empty_payload = 0;  // MPI wants a valid address even for 0 elements
+    void* sp = send.numel() ? send.data_ptr() : &empty_payload;
+    void* rp = recv.numel() ? recv.data_ptr() : &empty_payload;
+    MPI_Datatype type = mpi_wire_type(input.scalar_type());
+    check_mpi(MPI_Alltoallv(sp, sc.data(), sd.data(), type, rp, rc.data(), rd.data(), type, comm),
+              "MPI_Alltoallv");
+    copy_back(output, recv);
+  });
+}
+
 }  // namespace hlp::comm

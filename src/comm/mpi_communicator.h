@@ -34,6 +34,8 @@ class MpiCommunicator : public Communicator {
   WorkPtr send_async(at::Tensor tensor, int dst, int tag) override;
   WorkPtr recv_async(at::Tensor tensor, int src, int tag) override;
   WorkPtr barrier_async() override;
+  WorkPtr all_to_all_async(at::Tensor input, at::Tensor output, std::vector<int64_t> send_counts,
+                           std::vector<int64_t> recv_counts) override;
 
   // The underlying communicator, for code that calls MPI itself (parallel HDF5). MPI forbids
   // two threads running collectives on one communicator at once, so use it only while no

@@ -383,6 +383,43 @@ WorkPtr NcclCommunicator::barrier_async() {
                [token] {});
 }
 
+WorkPtr NcclCommunicator::all_to_all_async(at::Tensor input, at::Tensor output,
+                                           std::vector<int64_t> send_counts,
+                                           std::vector<int64_t> recv_counts) {
+  check_cuda_tensor(input, "all_to_all");
+  check_cuda_tensor(output, "all_to_all");
+  const int64_t bytes = check_all_to_all_args(input, output, send_counts, recv_counts);
+  at::Tensor send = input.is_contiguous() ? input : input.contiguous();
+  at::Tensor recv = output.is_contiguous() ? output : at::empty({output.numel()}, output.options());
+  std::function<void()> finish = [output, recv, send] {
+    if (!recv.is_same(output)) output.copy_(recv.view(output.sizes()));
+  };
+  // NCCL has no all-to-all-v: one grouped send and receive per peer (itself included) on the
+  // collective stream, so it is ordered with the other collectives like one.
+  const auto type = nccl_type(input.scalar_type());
+  const size_t elem = size_t(input.element_size());
+  return issue(OpKind::AllToAll, bytes, -1,
+               [&] {
+                 check_nccl(ncclGroupStart(), "ncclGroupStart");
+                 int64_t so = 0, ro = 0;
+                 for (int r = 0; r < impl_->size; ++r) {
+                   const int64_t sc = send_counts[size_t(r)], rc = recv_counts[size_t(r)];
+                   if (sc > 0)
+                     check_nccl(ncclSend(static_cast<char*>(send.data_ptr()) + so * elem, sc, type,
+                                         r, impl_->comm, impl_->stream),
+                                "ncclSend (all_to_all)");
+                   if (rc > 0)
+                     check_nccl(ncclRecv(static_cast<char*>(recv.data_ptr()) + ro * elem, rc, type,
+                                         r, impl_->comm, impl_->stream),
+                                "ncclRecv (all_to_all)");
+                   so += sc;
+                   ro += rc;
+                 }
+                 check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+               },
+               finish);
+}
+
 int cuda_device_count(std::string* error) {
   int count = 0;
   cudaError_t rc = cudaGetDeviceCount(&count);

@@ -52,6 +52,8 @@ class NcclCommunicator : public Communicator {
   WorkPtr send_async(at::Tensor tensor, int dst, int tag) override;
   WorkPtr recv_async(at::Tensor tensor, int src, int tag) override;
   WorkPtr barrier_async() override;
+  WorkPtr all_to_all_async(at::Tensor input, at::Tensor output, std::vector<int64_t> send_counts,
+                           std::vector<int64_t> recv_counts) override;
 
   struct Impl;  // NCCL comm, stream, device (nccl_communicator.cpp)
 

@@ -5,7 +5,7 @@
 
 namespace hlp::comm {
 
-enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Send, Recv, Barrier };
+enum class OpKind { AllReduce, AllGather, ReduceScatter, Broadcast, Send, Recv, Barrier, AllToAll };
 
 const char* op_kind_name(OpKind kind);  // "all_reduce", "all_gather", ... (defined in comm)
 
@@ -13,7 +13,8 @@ const char* op_kind_name(OpKind kind);  // "all_reduce", "all_gather", ... (defi
 // (hlp::now_s() from common/clock.h), so they line up with the recorder's compute events.
 struct OpRecord {
   OpKind kind;
-  int64_t bytes;        // payload bytes this rank contributed (send side), not wire bytes
+  int64_t bytes;        // payload bytes this rank contributed (send side), not wire bytes;
+                        // all_to_all: the bytes it sent to the other ranks (not to itself)
   double start_s;       // when the op began executing (on the comm thread for async ops)
   double end_s;         // when it completed
   int group_size;       // size of the communicator it ran on

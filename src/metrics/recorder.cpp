@@ -17,6 +17,7 @@ const char* comm_op_name(comm::OpKind kind) {
     case comm::OpKind::Send: return "send";
     case comm::OpKind::Recv: return "recv";
     case comm::OpKind::Barrier: return "barrier";
+    case comm::OpKind::AllToAll: return "all_to_all";
   }
   return "comm_op";
 }

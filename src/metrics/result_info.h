@@ -97,6 +97,21 @@ struct ContextParallelInfo {
   int64_t steps = 0;
 };
 
+// Mixture-of-experts routing over a launch's steps (models with sparse layers), the same on
+// every rank (gathered): schema.h's /experts.
+struct ExpertsInfo {
+  int64_t experts = 0, top_k = 0, ep = 1;
+  std::vector<int64_t> layers;            // the sparse layers, in model order
+  int64_t first_step = 0;                 // the step of tokens' first row
+  std::vector<int64_t> tokens;            // [steps x layers x experts], every rank's tokens
+  std::vector<int64_t> rank_tokens;       // [world x layers x experts], summed over the steps
+  std::vector<int64_t> all_to_all_bytes;  // [world], summed over the steps
+  int64_t steps() const {
+    const int64_t row = int64_t(layers.size()) * experts;
+    return row > 0 ? int64_t(tokens.size()) / row : 0;
+  }
+};
+
 struct WriterOptions {
   int flush_every_steps = 10;               // K: append() flushes collectively every K steps
   std::vector<std::string> extra_metrics;   // step metrics beyond schema::kStepMetrics

@@ -300,6 +300,33 @@ std::optional<PipelineInfo> ResultReader::pipeline() const {
   });
 }
 
+std::optional<ExpertsInfo> ResultReader::experts() const {
+  const State& s = *state_;
+  if (!h5::link_exists(s.file, schema::kExpertsGroup)) return std::nullopt;
+  return s.guarded(schema::kExpertsGroup, [&] {
+    h5::Handle g = h5::group(H5Gopen2(s.file, schema::kExpertsGroup, H5P_DEFAULT), "open");
+    ExpertsInfo e;
+    e.experts = h5::read_attr_int(g, schema::kExpertsCount);
+    e.top_k = h5::read_attr_int(g, schema::kExpertsTopK);
+    e.ep = h5::read_attr_int(g, schema::kEpSize);
+    e.layers = h5::read_attr_ints(g, schema::kExpertsLayers);
+    e.first_step = h5::read_attr_int(g, schema::kExpertsFirstStep);
+    e.all_to_all_bytes = h5::read_attr_ints(g, schema::kExpertsAllToAllBytes);
+    auto table = [&](const char* name) {
+      h5::Handle ds = h5::dataset(H5Dopen2(g, name, H5P_DEFAULT), name);
+      h5::Handle space = h5::space(H5Dget_space(ds), name);
+      std::vector<int64_t> v(size_t(H5Sget_simple_extent_npoints(space)));
+      if (!v.empty())
+        h5::check_status(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
+                         "read");
+      return v;
+    };
+    e.tokens = table(schema::kExpertsTokens);
+    e.rank_tokens = table(schema::kExpertsRankTokens);
+    return std::optional<ExpertsInfo>(std::move(e));
+  });
+}
+
 std::optional<ContextParallelInfo> ResultReader::context_parallel() const {
   const State& s = *state_;
   if (!h5::link_exists(s.file, schema::kContextParallelGroup)) return std::nullopt;

@@ -62,6 +62,8 @@ class ResultReader {
   std::optional<PipelineInfo> pipeline() const;
   // /context_parallel (runs with --cp > 1 only)
   std::optional<ContextParallelInfo> context_parallel() const;
+  // /experts (models with sparse MoE layers only)
+  std::optional<ExpertsInfo> experts() const;
   // /summary (written by finish(): nullopt for a killed run)
   std::optional<Summary> summary() const;
 

@@ -1027,6 +1027,48 @@ void ResultWriter::write_context_parallel(const ContextParallelInfo& info) {
   s.flush_file();
 }
 
+void ResultWriter::write_experts(const ExpertsInfo& info) {
+  State& s = *state_;
+  const int world = s.world;
+  const hsize_t L = hsize_t(info.layers.size()), E = hsize_t(info.experts);
+  const hid_t root = s.file.get();
+  s.io([&] {
+    // a resumed launch writes over its earlier launch's table
+    if (h5::link_exists(root, schema::kExpertsGroup))
+      h5::check_status(H5Ldelete(root, schema::kExpertsGroup, H5P_DEFAULT), "delete /experts");
+    h5::Handle g = open_or_create_group(root, schema::kExpertsGroup);
+    h5::write_attr(g, schema::kExpertsCount, info.experts);
+    h5::write_attr(g, schema::kExpertsTopK, info.top_k);
+    h5::write_attr(g, schema::kEpSize, info.ep);
+    h5::write_attr(g, schema::kExpertsLayers, info.layers);
+    h5::write_attr(g, schema::kExpertsFirstStep, info.first_step);
+    h5::write_attr(g, schema::kExpertsAllToAllBytes, info.all_to_all_bytes);
+    auto table = [&](const char* name, hsize_t rows, const std::vector<int64_t>& data) {
+      const hsize_t dims[3] = {rows, L, E};
+      h5::Handle space = h5::space(H5Screate_simple(3, dims, nullptr), name);
+      h5::Handle ds = h5::dataset(H5Dcreate2(g, name, H5T_STD_I64LE, space, H5P_DEFAULT,
+                                             H5P_DEFAULT, H5P_DEFAULT),
+                                  std::string("create /experts/") + name);
+      // rank 0 writes every element (its flat view), the others select nothing
+      const hsize_t n = rows * L * E;
+      h5::Handle fspace = h5::space(H5Dget_space(ds), name);
+      const hsize_t mem_n = std::max<hsize_t>(n, 1);
+      h5::Handle mspace = h5::space(H5Screate_simple(1, &mem_n, nullptr), name);
+      if (s.rank != 0 || n == 0) {
+        H5Sselect_none(fspace);
+        H5Sselect_none(mspace);
+      }
+      static const int64_t dummy = 0;
+      h5::check_status(H5Dwrite(ds, H5T_NATIVE_INT64, mspace, fspace, s.xfer,
+                                data.empty() ? &dummy : data.data()),
+                       std::string("write /experts/") + name);
+    };
+    table(schema::kExpertsTokens, hsize_t(info.steps()), info.tokens);
+    table(schema::kExpertsRankTokens, hsize_t(world), info.rank_tokens);
+  });
+  s.flush_file();
+}
+
 void ResultWriter::append_step(const StepRecord& row) { state_->steps.push_back(row); }
 
 void ResultWriter::append_events(std::vector<TraceEvent> events) {

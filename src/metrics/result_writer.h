@@ -49,6 +49,8 @@ class ResultWriter {
   void write_pipeline(const PipelineInfo& pipeline);
   // COLLECTIVE. `/context_parallel` attributes (`info` the same on every rank).
   void write_context_parallel(const ContextParallelInfo& info);
+  // COLLECTIVE. `/experts` (`info` the same on every rank; rank 0 writes the datasets).
+  void write_experts(const ExpertsInfo& info);
 
   // Local: buffer one step row / trace events of this rank.
   void append_step(const StepRecord& row);

@@ -137,6 +137,13 @@ inline constexpr const char* kStepSkipped = "step_skipped";    // 1: fp16 overfl
 inline constexpr const char* kReservedBytes = "reserved_bytes";
 inline constexpr const char* kReservedPeakBytes = "reserved_peak_bytes";
 inline constexpr const char* kHostRssBytes = "host_rss_bytes";
+// Models with sparse MoE layers only (absent elsewhere and in older files):
+// GLOBAL: the step's worst sparse layer's routing imbalance, max over experts / mean over
+// experts of the (token, k) slots routed to each, over every rank's tokens (1 = even).
+inline constexpr const char* kExpertImbalance = "expert_imbalance";
+// The bytes this rank sent by all-to-all in the step (--ep: dispatch and combine, forward and
+// backward, and the counts; to other ranks only); 0 without --ep.
+inline constexpr const char* kAllToAllBytes = "all_to_all_bytes";
 // How a step report becomes these metrics: step_report.h (step_metric_fields, step_metrics).
 
 // ---- /model: attributes -------------------------------------------------------------------------
@@ -160,6 +167,21 @@ inline constexpr const char* kPlanDevice = "plan_device";          // string: hl
 inline constexpr const char* kPlanStepS = "plan_step_s";            // float64: predicted step time
 inline constexpr const char* kPlanTokensPerS = "plan_tokens_per_s";  // float64: predicted tokens/s
 inline constexpr const char* kParamsPerRank = "params_per_rank";  // int64 [world] held by rank
+
+// ---- /experts: runs whose model has sparse MoE layers (docs/results-schema.md) ----------------
+inline constexpr const char* kExpertsGroup = "/experts";
+inline constexpr const char* kExpertsCount = "experts";        // int64 attr: E a sparse layer
+inline constexpr const char* kExpertsTopK = "top_k";           // int64 attr: K a token
+inline constexpr const char* kEpSize = "ep";                   // int64 attr: expert-parallel size
+inline constexpr const char* kExpertsLayers = "layers";        // int64 [L] attr: the sparse layers
+inline constexpr const char* kExpertsFirstStep = "first_step";  // int64 attr: step of row 0 below
+// int64 [steps, L, E] dataset: (token, k) slots each sparse layer routed to each expert in each
+// step, over every rank's tokens (this launch's steps: a resumed launch rewrites it)
+inline constexpr const char* kExpertsTokens = "tokens_per_expert";
+// int64 [world, L, E] dataset: each rank's own slots, summed over those steps
+inline constexpr const char* kExpertsRankTokens = "rank_tokens_per_expert";
+// int64 [world] attr: bytes each rank sent by all-to-all over those steps (--ep)
+inline constexpr const char* kExpertsAllToAllBytes = "all_to_all_bytes";
 
 // ---- /context_parallel: attributes (runs with --cp > 1 only; issue 25) ------------------------
 inline constexpr const char* kContextParallelGroup = "/context_parallel";

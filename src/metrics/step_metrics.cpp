@@ -82,6 +82,10 @@ StepMetrics step_metrics(const StepReport& r, const StepRun& run, int64_t host_r
   StepMetrics m;
   for (const auto& field : step_metric_fields()) m[field.name] = field.value(r);
   m[schema::kPrecisionBf16] = run.bf16 ? 1.0 : 0.0;
+  if (!r.expert_tokens.empty()) {  // a model with sparse MoE layers (step_extra_metrics' moe)
+    m[schema::kExpertImbalance] = r.expert_imbalance;
+    m[schema::kAllToAllBytes] = r.all_to_all_bytes;
+  }
   fill_memory_metrics(m, r.memory, CategoryBytes{r.param_bytes, r.grad_bytes, r.optimizer_bytes});
   if (run.cuda) {
     m[schema::kReservedBytes] = double(r.memory.reserved_bytes);
@@ -94,9 +98,11 @@ StepMetrics step_metrics(const StepReport& r, const StepRun& run, int64_t host_r
   return m;
 }
 
-std::vector<const char*> step_extra_metrics(bool cuda) {
+std::vector<const char*> step_extra_metrics(bool cuda, bool moe) {
   std::vector<const char*> extra = {schema::kEvalLoss, schema::kPrecisionBf16, schema::kLossScale,
                                     schema::kStepSkipped, schema::kActivationPredicted};
+  if (moe)
+    for (const char* m : {schema::kExpertImbalance, schema::kAllToAllBytes}) extra.push_back(m);
   // GPU runs: the caching allocator's reserved bytes beside the allocated ones
   // (current_bytes / peak_bytes), and the host's resident memory.
   if (cuda)

@@ -41,6 +41,12 @@ struct StepReport {
   int64_t tokens_global = 0;  // G * T
   // Predicted activation peak of this rank (train/activation_model.h; NaN where not probed).
   double activation_predicted_bytes = std::nan("");
+  // Models with sparse MoE layers (schema.h): the worst layer's routing imbalance (global), the
+  // bytes this rank sent by all-to-all, and every sparse layer's slots per expert over every
+  // rank ([layers x experts], the same on every rank; not a step metric: /experts).
+  double expert_imbalance = std::nan("");
+  double all_to_all_bytes = 0;
+  std::vector<int64_t> expert_tokens;
   // Filled after the step by whoever measures them (hlp-train's step hook):
   double comm_bytes = 0;       // payload bytes this rank sent during the step
   int64_t param_bytes = 0;     // what the strategy holds (Strategy::held_bytes)
@@ -65,12 +71,14 @@ struct StepMetricField {
 };
 const std::vector<StepMetricField>& step_metric_fields();
 
-// Every step metric hlp-train records for `r`: the table above, precision_bf16, the memory
+// Every step metric hlp-train records for `r`: the table above, precision_bf16, expert_imbalance
+// and all_to_all_bytes where the step has expert_tokens (a model with sparse layers), the memory
 // categories (fill_memory_metrics), throughput and MFU (fill_throughput_metrics) and, on CUDA,
 // reserved_bytes, reserved_peak_bytes and host_rss_bytes (`host_rss_bytes` given by the caller).
 StepMetrics step_metrics(const StepReport& r, const StepRun& run, int64_t host_rss_bytes = 0);
 
 // Step metrics hlp-train writes beyond schema::kStepMetrics (WriterOptions::extra_metrics).
-std::vector<const char*> step_extra_metrics(bool cuda);
+// `moe`: the model has sparse layers (expert_imbalance, all_to_all_bytes).
+std::vector<const char*> step_extra_metrics(bool cuda, bool moe = false);
 
 }  // namespace hlp::metrics

@@ -22,7 +22,7 @@ BlockImpl::BlockImpl(const ModelConfig& c, int64_t layer_index)
   }
   mlp_norm = register_module("mlp_norm", RMSNorm(c.hidden, c.rms_eps));
   if (c.is_moe_layer(layer_index))
-    moe = register_module("mlp", SparseMoe(c));
+    moe = register_module("mlp", SparseMoe(c, layer_index));
   else
     mlp = register_module("mlp", SwiGLU(c.hidden, c.mlp_hidden));
 }

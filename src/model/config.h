@@ -136,6 +136,12 @@ struct ModelConfig {
   bool moe_norm_topk = true;           // renormalise the K routing weights to sum to 1
   double moe_aux_coef = 0.0;           // router_aux_loss_coef
   bool moe_aux_loss = false;           // add moe_aux_coef x the load-balancing loss in training
+  // Expert parallelism (--ep; set for one rank by the strategy, not part of the model's shape):
+  // a sparse layer holds the routed experts [moe_ep_rank E / moe_ep, (moe_ep_rank + 1) E / moe_ep)
+  // and reaches the others through the current ExpertShard (moe.h).
+  int64_t moe_ep = 1, moe_ep_rank = 0;
+  int64_t moe_local_experts() const { return moe_ep > 1 ? moe_experts / moe_ep : moe_experts; }
+  int64_t moe_first_local_expert() const { return moe_ep > 1 ? moe_ep_rank * moe_local_experts() : 0; }
 
   double rms_eps = 1e-6;
   bool tied_embeddings = true;  // LM head = embed_tokens.weight

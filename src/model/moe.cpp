@@ -1,5 +1,6 @@
 #include "model/moe.h"
 
+#include <stdexcept>
 #include <string>
 
 namespace hlp::model {
@@ -49,12 +50,42 @@ torch::Tensor add_load_balancing_loss(const torch::Tensor& ce,
   return AddLoadBalancing::apply(ce, coef * aux, grads);
 }
 
-SparseMoeImpl::SparseMoeImpl(const ModelConfig& c)
-    : top_k(c.moe_top_k), norm_topk(c.moe_norm_topk), record_(c.moe_aux_loss) {
+namespace {
+thread_local ExpertShard* t_expert_shard = nullptr;
+thread_local RoutingTally* t_routing_tally = nullptr;
+}  // namespace
+
+ExpertShard* current_expert_shard() { return t_expert_shard; }
+ExpertShardScope::ExpertShardScope(ExpertShard* shard) : previous_(t_expert_shard) {
+  t_expert_shard = shard;
+}
+ExpertShardScope::~ExpertShardScope() { t_expert_shard = previous_; }
+
+RoutingTally* current_routing_tally() { return t_routing_tally; }
+RoutingTallyScope::RoutingTallyScope(RoutingTally* tally) : previous_(t_routing_tally) {
+  t_routing_tally = tally;
+}
+RoutingTallyScope::~RoutingTallyScope() { t_routing_tally = previous_; }
+
+void RoutingTally::add(int64_t layer, const torch::Tensor& expert_counts) {
+  auto c = expert_counts.to(torch::kCPU, torch::kLong);
+  auto [it, fresh] = counts.emplace(layer, c.clone());
+  if (!fresh) it->second.add_(c);
+}
+
+bool is_routed_expert_param(const std::string& name) {
+  return name.find("mlp.experts.") != std::string::npos;
+}
+
+SparseMoeImpl::SparseMoeImpl(const ModelConfig& c, int64_t layer_index)
+    : top_k(c.moe_top_k), norm_topk(c.moe_norm_topk), layer_index_(layer_index),
+      record_(c.moe_aux_loss) {
   // Registration order = accounting.cpp linear_table order.
   gate = register_module("gate", LoRALinear(c.hidden, c.moe_experts, false));
+  num_experts = c.moe_experts;
+  first_expert = c.moe_first_local_expert();
   auto holder = register_module("experts", std::make_shared<torch::nn::Module>());
-  for (int64_t e = 0; e < c.moe_experts; ++e)
+  for (int64_t e = first_expert; e < first_expert + c.moe_local_experts(); ++e)
     experts.push_back(holder->register_module(std::to_string(e), SwiGLU(c.hidden, c.moe_hidden)));
   if (c.moe_shared_hidden > 0) {
     shared_expert = register_module("shared_expert", SwiGLU(c.hidden, c.moe_shared_hidden));
@@ -75,6 +106,30 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
   auto [w, idx] = torch::topk(probs, top_k, -1);          // [N, K], descending
   if (norm_topk) w = w / w.sum(-1, /*keepdim=*/true);
   w = w.to(logits.scalar_type());
+  if (RoutingTally* tally = current_routing_tally();
+      tally && is_training() && torch::GradMode::is_enabled())
+    tally->add(layer_index_, torch::bincount(idx.reshape({-1}), {}, num_experts));
+  ExpertShard* shard = current_expert_shard();
+  if (int64_t(experts.size()) != num_experts && (!shard || shard->ranks() < 2))
+    throw std::logic_error("SparseMoe: a layer holding some of the experts ran without an "
+                           "ExpertShard to reach the others");
+  auto routed = int64_t(experts.size()) == num_experts ? routed_local(rows, w, idx)
+                                                       : routed_sharded(rows, w, idx, *shard);
+  auto out = routed.view({B, T, D});
+  if (shared_expert) {
+    const auto shared = shared_expert->forward(x);
+    out = out + torch::sigmoid(shared_expert_gate->forward(x)) * shared;
+  }
+  if (record) {
+    records_.push_back(record);
+    out = InjectRouterGrad::apply(out, logits, record->grad);
+  }
+  return out;
+}
+
+torch::Tensor SparseMoeImpl::routed_local(const torch::Tensor& rows, const torch::Tensor& w,
+                                          const torch::Tensor& idx) {
+  const int64_t N = rows.size(0), D = rows.size(1);
   torch::Tensor routed;  // [N, D], in the experts' output dtype
   // (token, k) slots a expert: only experts with tokens run
   const auto hit = torch::bincount(idx.reshape({-1}), {}, int64_t(experts.size())).cpu();
@@ -91,19 +146,66 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x) {
     auto y = experts[size_t(e)]->forward(rows.index_select(0, token).unsqueeze(0)).squeeze(0);
     y = y * w.index({token, slot}).unsqueeze(1).to(y.scalar_type());
     routed = routed.defined() ? routed.index_add(0, token, y.to(routed.scalar_type()))
-                              : torch::zeros({B * T, D}, y.options()).index_add(0, token, y);
+                              : torch::zeros({N, D}, y.options()).index_add(0, token, y);
   }
   if (!routed.defined()) routed = torch::zeros_like(rows);  // no tokens (N = 0)
-  auto out = routed.view({B, T, D});
-  if (shared_expert) {
-    const auto shared = shared_expert->forward(x);
-    out = out + torch::sigmoid(shared_expert_gate->forward(x)) * shared;
+  return routed;
+}
+
+torch::Tensor SparseMoeImpl::routed_sharded(const torch::Tensor& rows, const torch::Tensor& w,
+                                            const torch::Tensor& idx, ExpertShard& shard) {
+  const int64_t N = rows.size(0), D = rows.size(1), K = top_k;
+  const int P = shard.ranks();
+  const int64_t local = int64_t(experts.size());  // E / P
+  // The slots sorted by expert, then token (stable): rank p's experts are one run of them.
+  torch::Tensor order, token_of, counts;
+  {
+    torch::NoGradGuard no_grad;
+    const auto flat = idx.reshape({-1});  // slot token * K + k
+    order = std::get<1>(flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+    token_of = order.div(K, "floor");
+    counts = torch::bincount(flat, {}, num_experts).cpu();  // [E]
   }
-  if (record) {
-    records_.push_back(record);
-    out = InjectRouterGrad::apply(out, logits, record->grad);
+  const auto recv = shard.exchange_counts(counts);  // [P, local]: what each rank sends me
+  const auto c = counts.accessor<int64_t, 1>();
+  const auto r = recv.accessor<int64_t, 2>();
+  std::vector<int64_t> send_rows(size_t(P), 0), recv_rows(size_t(P), 0);
+  for (int p = 0; p < P; ++p)
+    for (int64_t e = 0; e < local; ++e) {
+      send_rows[size_t(p)] += c[p * local + e];
+      recv_rows[size_t(p)] += r[p][e];
+    }
+  // dispatch: the slots' rows to their experts' ranks
+  const auto got = shard.exchange(rows.index_select(0, token_of), send_rows, recv_rows, false);
+  // Each local expert runs on its rows from every rank together (in rank order); the outputs
+  // go back to where the rows arrived.
+  std::vector<torch::Tensor> outputs, places;
+  std::vector<int64_t> start(size_t(P), 0);  // where rank p's rows begin in `got`
+  for (int p = 1; p < P; ++p) start[size_t(p)] = start[size_t(p) - 1] + recv_rows[size_t(p) - 1];
+  for (int64_t e = 0; e < local; ++e) {
+    std::vector<torch::Tensor> at;
+    for (int p = 0; p < P; ++p) {
+      int64_t offset = start[size_t(p)];
+      for (int64_t f = 0; f < e; ++f) offset += r[p][f];
+      if (r[p][e] > 0) at.push_back(torch::arange(offset, offset + r[p][e], torch::kLong));
+    }
+    if (at.empty()) continue;
+    const auto place = torch::cat(at).to(rows.device());
+    outputs.push_back(
+        experts[size_t(e)]->forward(got.index_select(0, place).unsqueeze(0)).squeeze(0));
+    places.push_back(place);
   }
-  return out;
+  torch::Tensor back;  // [rows received, D]: each expert output where its row arrived
+  if (outputs.empty()) {
+    back = torch::zeros({got.size(0), D}, got.options());
+  } else {
+    const auto y = torch::cat(outputs);
+    back = torch::zeros({got.size(0), D}, y.options()).index_copy(0, torch::cat(places), y);
+  }
+  // combine: the outputs back to their tokens, in the order they were sent
+  const auto ret = shard.exchange(back, recv_rows, send_rows, true);  // [N K, D]
+  auto y = ret * w.reshape({-1}).index_select(0, order).unsqueeze(1).to(ret.scalar_type());
+  return torch::zeros({N, D}, y.options()).index_add(0, token_of, y);
 }
 
 std::vector<std::shared_ptr<RouterRecord>> SparseMoeImpl::take_router_records() {

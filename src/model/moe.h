@@ -24,9 +24,20 @@
 // softmax, F_e = n_e / R): so the load-balancing gradient flows inside each block's own backward,
 // where fsdp / fsdp2 have its router weight gathered (a second output of the block, taken by the
 // loss directly, would reach the router's backward after its weight was released).
+//
+// Expert parallelism (config.moe_ep > 1): the layer holds only its rank's routed experts
+// (named by their global ids, so a checkpoint's names load as they are) and reaches the others
+// through the ExpertShard the strategy made current (ExpertShardScope). The router, the
+// weights and the shared expert stay with the tokens; the (token, k) slots, sorted by expert
+// (then token), travel to their expert's rank and back (dispatch, combine): the rows each rank
+// sends are counted first (exchange_counts), then the rows move (exchange, differentiable: its
+// backward is the same exchange the other way). The routed sum is then added in the same order
+// as without expert parallelism (expert by expert, increasing id).
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -41,9 +52,62 @@ struct RouterRecord {
   torch::Tensor grad;    // [N, E], zeros until HybridLM::loss fills it (in place)
 };
 
+// Expert parallelism as the model sees it; implemented by parallel/expert_parallel.h.
+class ExpertShard {
+ public:
+  virtual ~ExpertShard() = default;
+  virtual int ranks() const = 0;
+  virtual int rank() const = 0;
+  // counts [E] int64: the slots this rank routes to each expert of the layer -> [ranks, E /
+  // ranks] int64 (CPU): row s = what rank s routes to each of this rank's experts. Collective.
+  virtual torch::Tensor exchange_counts(const torch::Tensor& counts) = 0;
+  // rows [n, D], the first send_rows[0] for rank 0, the next send_rows[1] for rank 1, ... ->
+  // the rows the ranks send this one, recv_rows[s] from rank s, in rank order. Differentiable.
+  // `combine`: the return trip (expert outputs back to their tokens), for the statistics.
+  virtual torch::Tensor exchange(const torch::Tensor& rows, const std::vector<int64_t>& send_rows,
+                                 const std::vector<int64_t>& recv_rows, bool combine) = 0;
+};
+
+// The shard the calling thread's forward runs under (nullptr: every expert is local).
+ExpertShard* current_expert_shard();
+class ExpertShardScope {
+ public:
+  explicit ExpertShardScope(ExpertShard* shard);
+  ~ExpertShardScope();
+  ExpertShardScope(const ExpertShardScope&) = delete;
+  ExpertShardScope& operator=(const ExpertShardScope&) = delete;
+
+ private:
+  ExpertShard* previous_;
+};
+
+// Slots (token, k) each sparse layer routed to each expert, summed over the training forwards
+// of a scope (a forward with grad enabled: once per micro-batch, also under activation
+// checkpointing, whose first pass runs without grad): layer index -> [E] int64 on the CPU.
+// The trainer makes one current per step (RoutingTallyScope) and records it.
+struct RoutingTally {
+  std::map<int64_t, torch::Tensor> counts;
+  void add(int64_t layer, const torch::Tensor& expert_counts);
+};
+RoutingTally* current_routing_tally();
+class RoutingTallyScope {
+ public:
+  explicit RoutingTallyScope(RoutingTally* tally);
+  ~RoutingTallyScope();
+  RoutingTallyScope(const RoutingTallyScope&) = delete;
+  RoutingTallyScope& operator=(const RoutingTallyScope&) = delete;
+
+ private:
+  RoutingTally* previous_;
+};
+
+// "blocks.3.mlp.experts.5.up_proj.lora_A": a routed expert's parameter (split by --ep; the
+// shared expert's are not).
+bool is_routed_expert_param(const std::string& name);
+
 class SparseMoeImpl : public torch::nn::Module {
  public:
-  explicit SparseMoeImpl(const ModelConfig& config);
+  SparseMoeImpl(const ModelConfig& config, int64_t layer_index = 0);
 
   // x: [B, T, D] -> [B, T, D]
   torch::Tensor forward(const torch::Tensor& x);
@@ -55,13 +119,24 @@ class SparseMoeImpl : public torch::nn::Module {
   std::vector<torch::Tensor> take_router_logits();
 
   LoRALinear gate{nullptr};
-  std::vector<SwiGLU> experts;  // registered under "experts" as "0", "1", ...
+  // this rank's routed experts, first_expert .. first_expert + size - 1, registered under
+  // "experts" by their global ids ("0", "1", ... without expert parallelism)
+  std::vector<SwiGLU> experts;
+  int64_t first_expert = 0, num_experts = 0;  // num_experts: E, every rank's together
   SwiGLU shared_expert{nullptr};               // null when moe_shared_hidden is 0
   LoRALinear shared_expert_gate{nullptr};
   int64_t top_k;
   bool norm_topk;
 
  private:
+  // the routed sum [N, D] of rows [N, D] with weights w and experts idx [N, K]: local experts,
+  // or dispatched to and combined from the shard's ranks
+  torch::Tensor routed_local(const torch::Tensor& rows, const torch::Tensor& w,
+                             const torch::Tensor& idx);
+  torch::Tensor routed_sharded(const torch::Tensor& rows, const torch::Tensor& w,
+                               const torch::Tensor& idx, ExpertShard& shard);
+
+  int64_t layer_index_ = 0;
   bool record_ = false, live_ = false;
   std::vector<std::shared_ptr<RouterRecord>> records_;
   std::vector<torch::Tensor> live_logits_;

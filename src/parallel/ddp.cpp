@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include "parallel/ddp.h"
+#include "model/moe.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
@@ -19,8 +20,10 @@ DdpStrategy::DdpStrategy(const StrategyOptions& options) : ReplicatedStrategy(op
 void DdpStrategy::allocate_grads() {
   const int64_t bucket_cap_bytes = std::max<int64_t>(4, int64_t(options_.bucket_mb * 1024 * 1024));
   // Reverse order: the last layers' gradients are ready first.
-  std::vector<size_t> order(trainable_.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = trainable_.size() - 1 - i;
+  std::vector<size_t> order, experts;
+  for (size_t i = trainable_.size(); i-- > 0;)
+    (ep_.active() && model::is_routed_expert_param(trainable_[i].first) ? experts : order)
+        .push_back(i);
   bucket_of_.assign(trainable_.size(), 0);
   std::vector<std::vector<size_t>> members(1);
   int64_t bytes = 0;
@@ -34,6 +37,21 @@ void DdpStrategy::allocate_grads() {
     bytes += pb;
   }
   slots_.resize(trainable_.size());
+  if (!experts.empty()) {
+    int64_t numel = 0;
+    for (size_t idx : experts) numel += trainable_[idx].second.numel();
+    expert_flat_ =
+        at::zeros({numel}, trainable_[experts.front()].second.options().requires_grad(false));
+    int64_t offset = 0;
+    for (size_t idx : experts) {
+      auto& [name, p] = trainable_[idx];
+      at::Tensor g = expert_flat_.narrow(0, offset, p.numel()).view(p.sizes());
+      p.mutable_grad() = g;
+      slots_[idx] = OptimSlot{name, p, g};
+      offset += p.numel();
+    }
+    grad_bytes_ += expert_flat_.nbytes();
+  }
   for (auto& m : members) {
     if (m.empty()) continue;
     Bucket b;
@@ -54,7 +72,7 @@ void DdpStrategy::allocate_grads() {
     buckets_.push_back(std::move(b));
   }
   // Hooks on the gradient accumulators (kept alive here; the variable holds a weak pointer).
-  for (size_t idx = 0; idx < trainable_.size(); ++idx) {
+  for (size_t idx : order) {
     auto acc = torch::autograd::impl::grad_accumulator(trainable_[idx].second);
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, idx](const torch::autograd::variable_list& outputs,
@@ -95,6 +113,10 @@ void DdpStrategy::after_backward(bool last_micro_batch, PhaseTimes& times) {
   // Parameters that got no gradient this step (unused) never fire their hook.
   launch_ready_buckets(/*force=*/true);
   for (auto& b : buckets_) wait_for(b.work);
+  if (expert_flat_.defined()) {
+    if (ep_.replicas->size() > 1) ep_.replicas->all_reduce(expert_flat_, comm::ReduceOp::Avg);
+    finish_expert_grads(slots_, ep_);
+  }
   sync_ = false;
 }
 

@@ -29,6 +29,9 @@ class DdpStrategy : public ReplicatedStrategy {
   void launch_ready_buckets(bool force);
 
   std::vector<Bucket> buckets_;
+  // --ep: the routed experts' gradients (not in a bucket), averaged over their replicas at the
+  // end of the backward (finish_expert_grads)
+  at::Tensor expert_flat_;
   std::vector<size_t> bucket_of_;
   std::vector<NodePtr> accumulators_;
   bool sync_ = false;

@@ -2,7 +2,9 @@
 
 #include "common/clock.h"
 #include "metrics/recorder.h"
+#include "model/accounting.h"
 #include "model/init.h"
+#include "model/moe.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
@@ -80,12 +82,31 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
     sizes.push_back(unit_size(params, n, per_parameter));
   }
   working_set_ = sharded_working_set(sizes, n, per_parameter);
-  for (auto& g : groups)
-    units_.push_back(per_parameter
-                         ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)
-                         : make_flat_unit(std::move(g), options_.dp_comm, materialise, base));
+  // --ep (fsdp2 only): a block's routed experts, E / ep of them on this rank, are sharded over
+  // their replicas rather than over dp, in a unit that gathers and reduces with the block's.
+  ep_ = expert_axis(options_);
+  for (auto& g : groups) {
+    NamedParams experts;
+    if (ep_.active()) {
+      NamedParams rest;
+      for (auto& named : g)
+        (model::is_routed_expert_param(named.first) ? experts : rest).push_back(named);
+      g.swap(rest);
+    }
+    auto unit = per_parameter ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)
+                              : make_flat_unit(std::move(g), options_.dp_comm, materialise, base);
+    if (!experts.empty())
+      unit = combine_units(std::move(unit),
+                           make_per_param_unit(std::move(experts), ep_.replicas, materialise));
+    units_.push_back(std::move(unit));
+  }
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
+  if (ep_.active()) {  // the whole model's counts, every rank's experts included
+    const auto counts = model::count_parameters(options_.model, options_.lora);
+    params_total_ = counts.total;
+    params_trainable_ = counts.trainable;
+  }
   anchor_ = torch::zeros({}, torch::TensorOptions().device(options_.device).requires_grad(true));
 }
 
@@ -154,6 +175,7 @@ double ShardedStrategy::forward_backward(const std::vector<MicroBatch>& micro_ba
     }
   }
   root().release();
+  finish_expert_grads(slots_, ep_);  // averaged over the replicas: / ep
   return dp_mean(options_.dp_comm.get(), loss_sum * scale);
 }
 

@@ -15,6 +15,7 @@
 #include "model/hybrid_lm.h"
 #include "parallel/sharded_unit.h"
 #include "parallel/strategy.h"
+#include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
 
@@ -49,6 +50,7 @@ class ShardedStrategy : public Strategy {
   StrategyOptions options_;
   model::HybridLM model_{nullptr};
   std::vector<std::unique_ptr<ShardedUnit>> units_;  // [root, block 0, ..., block L-1]
+  ExpertAxis ep_;  // --ep: the routed experts E / ep a rank, sharded over their replicas
   std::vector<OptimSlot> slots_;
   torch::Tensor anchor_;  // requires grad, so every block's backward runs (frozen embeddings)
   bool prefetch_forward_ = false;

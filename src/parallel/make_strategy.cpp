@@ -19,6 +19,7 @@ StrategySpec StrategyOptions::spec() const {
     s.pp = mesh->shape().pp;
     s.tp = mesh->shape().tp;
     s.cp = mesh->shape().cp;
+    s.ep = mesh->shape().ep;
   }
   return s;
 }

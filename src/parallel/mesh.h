@@ -20,7 +20,7 @@ class Mesh {
   // Collective over world (every rank must construct its Mesh at the same point).
   // Throws hlp::UserError naming the numbers when world->size() is not a multiple of tp * pp
   // or tp / pp < 1 (on every rank alike, before any communication).
-  Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp, int cp = 1);
+  Mesh(std::shared_ptr<comm::Communicator> world, int tp, int pp, int cp = 1, int ep = 1);
 
   const MeshShape& shape() const { return shape_; }
   const MeshCoord& coord() const { return coord_; }
@@ -36,6 +36,11 @@ class Mesh {
   // dp-major (dp_index * cp + cp_index): gradients are averaged over it when cp > 1 (every
   // rank of it holds an equal share of the global batch's tokens). dp_comm() itself when cp = 1.
   const std::shared_ptr<comm::Communicator>& dp_cp_comm() const { return dp_cp_; }
+  // Expert parallelism (mesh_layout.h): the ep ranks of dp_cp_comm() that split the experts
+  // (rank = coord().ep), and the dp cp / ep ranks that hold the same experts (their replicas,
+  // over which an expert's gradients are reduced). Both nullptr when ep = 1.
+  const std::shared_ptr<comm::Communicator>& ep_comm() const { return ep_; }
+  const std::shared_ptr<comm::Communicator>& ep_replica_comm() const { return ep_replica_; }
   const std::shared_ptr<comm::Communicator>& axis_comm(MeshAxis axis) const;
 
   // "dp 2 x pp 1 x tp 2" and "rank 3 = (dp 1, pp 0, tp 1)", for logs and result files.
@@ -47,7 +52,7 @@ class Mesh {
   std::shared_ptr<comm::Communicator> world_;
   MeshShape shape_;
   MeshCoord coord_;
-  std::shared_ptr<comm::Communicator> dp_, pp_, tp_, cp_, dp_cp_;
+  std::shared_ptr<comm::Communicator> dp_, pp_, tp_, cp_, dp_cp_, ep_, ep_replica_;
 };
 
 }  // namespace hlp::parallel

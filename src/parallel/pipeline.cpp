@@ -11,6 +11,7 @@
 #include "model/accounting.h"
 #include "model/init.h"
 #include "model/lora.h"
+#include "model/moe.h"
 #include "parallel/pipeline_profile.h"
 #include "parallel/strategy_util.h"
 
@@ -51,7 +52,8 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   for (int c = 0; c < chunks_; ++c) {
     const size_t g = size_t(c * stages_ + stage_);
     const int64_t first = split_.first_block[g], end = split_.end_block[g];
-    model::HybridLM part(options_.model, options_.seed, first, end, /*has_embedding=*/first == 0,
+    model::HybridLM part(rank_model_config(options_), options_.seed, first, end,
+                         /*has_embedding=*/first == 0,
                          /*has_head=*/end == L, model::Values::deferred);
     model::apply_lora(part, options_.lora);
     part->train();
@@ -65,8 +67,16 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
     materialise_on_device(name, p, options_.seed, options_.device, options_.base_dtype);
     tp_->slice(name, p);
   };
+  ep_ = expert_axis(options_);
   if (options_.spec().dp_kind() == DpKind::fsdp2) {
-    unit_ = make_per_param_unit(params, options_.dp_comm, materialise);
+    // --ep: the routed experts sharded over their replicas, the rest over dp (fsdp.cpp)
+    NamedParams rest, experts;
+    for (auto& named : params)
+      (ep_.active() && model::is_routed_expert_param(named.first) ? experts : rest).push_back(named);
+    unit_ = make_per_param_unit(rest, options_.dp_comm, materialise);
+    if (!experts.empty())
+      unit_ = combine_units(std::move(unit_),
+                            make_per_param_unit(experts, ep_.replicas, materialise));
     for (auto& [name, p] : params)  // sizes survive the unit's free_storage: the tp slice
       working_set_bytes_ += p.numel() * int64_t(p.element_size()) * (p.requires_grad() ? 2 : 1);
   } else
@@ -118,6 +128,14 @@ void PipelineStrategy::allocate_grads() {
       const bool partial = tp_->size() > 1 && tp_placement(trainable_[i].first) == TpPlacement::Partial;
       if (partial == (pass == 0)) order.push_back(i);
     }
+  // --ep: the routed experts' gradients last, reduced over their replicas instead (expert_numel_)
+  if (ep_.active()) {
+    std::stable_partition(order.begin(), order.end(), [&](size_t i) {
+      return !model::is_routed_expert_param(trainable_[i].first);
+    });
+    for (size_t i : order)
+      if (model::is_routed_expert_param(trainable_[i].first)) expert_numel_ += trainable_[i].second.numel();
+  }
   int64_t numel = 0;
   for (auto& [name, p] : trainable_) numel += p.numel();
   flat_grads_ = at::zeros({numel}, at::TensorOptions().dtype(at::kFloat).device(options_.device));
@@ -148,25 +166,39 @@ void PipelineStrategy::reduce_grads() {
     unit_->reduce_grads();
     unit_->finish_grads();
     unit_->release();
+    finish_expert_grads(slots_, ep_);
     return;
   }
   if (tp_->size() > 1 && partial_numel_ > 0)
     mesh_->tp_comm()->all_reduce(flat_grads_.narrow(0, 0, partial_numel_), comm::ReduceOp::Sum);
   if (embedding_comm_ && embedding_slot_ >= 0)
     embedding_comm_->all_reduce(slots_[size_t(embedding_slot_)].grad, comm::ReduceOp::Sum);
-  if (options_.dp_comm && options_.dp_comm->size() > 1 && flat_grads_.numel() > 0)
-    options_.dp_comm->all_reduce(flat_grads_, comm::ReduceOp::Avg);
+  const int64_t dense = flat_grads_.numel() - expert_numel_;
+  if (options_.dp_comm && options_.dp_comm->size() > 1 && dense > 0)
+    options_.dp_comm->all_reduce(flat_grads_.narrow(0, 0, dense), comm::ReduceOp::Avg);
+  if (expert_numel_ > 0) {
+    if (ep_.replicas->size() > 1)
+      ep_.replicas->all_reduce(flat_grads_.narrow(0, dense, expert_numel_), comm::ReduceOp::Avg);
+    finish_expert_grads(slots_, ep_);
+  }
 }
 
 double PipelineStrategy::grad_norm() {
   // Count every element of the whole model once: tp shards on every tp rank, tp-replicated
   // tensors on tp rank 0 only, the tied embedding on the first stage only.
   const bool tp_leader = mesh_->coord().tp == 0;
-  double sq = 0.0;
+  double sq = 0.0, expert_sq = 0.0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (placement_[i] != TpPlacement::Sharded && !tp_leader) continue;
     if (int(i) == embedding_slot_ && stage_ == stages_ - 1) continue;
-    sq += slots_[i].grad.to(at::kDouble).pow(2).sum().item<double>();
+    // --ep without fsdp2: each rank of the expert group holds other experts whole
+    (!unit_ && ep_.active() && is_expert_slot(slots_[i]) ? expert_sq : sq) +=
+        slots_[i].grad.to(at::kDouble).pow(2).sum().item<double>();
+  }
+  if (!unit_ && ep_.active()) {
+    at::Tensor e = at::full({1}, expert_sq, scalar_options_for(*ep_.group, at::kDouble));
+    ep_.group->all_reduce(e, comm::ReduceOp::Sum);
+    sq += e.item<double>();
   }
   at::Tensor v = at::full({1}, sq, scalar_options_for(*mesh_->pp_comm(), at::kDouble));
   if (mesh_->shape().tp > 1) mesh_->tp_comm()->all_reduce(v, comm::ReduceOp::Sum);
@@ -305,7 +337,7 @@ std::vector<model::hf::HeldTensor> PipelineStrategy::held_tensors() {
     held = unit_->held_tensors();
   } else {
     for (const auto& part : parts_) {
-      auto mine = whole_held_tensors(*part, dp_primary);
+      auto mine = whole_held_tensors(*part, dp_primary, ep_);
       held.insert(held.end(), mine.begin(), mine.end());
     }
   }

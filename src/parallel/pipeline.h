@@ -36,6 +36,7 @@
 #include "parallel/split_backward.h"
 #include "parallel/stage_split.h"
 #include "parallel/strategy.h"
+#include "parallel/strategy_util.h"
 #include "parallel/tensor_parallel.h"
 
 namespace hlp::parallel {
@@ -122,6 +123,8 @@ class PipelineStrategy : public Strategy {
   std::vector<TpPlacement> placement_;  // per slot
   at::Tensor flat_grads_;               // every slot's grad is a view into it
   int64_t partial_numel_ = 0;           // leading elements of flat_grads_ summed over tp
+  ExpertAxis ep_;                       // --ep: E / ep of the routed experts on this rank
+  int64_t expert_numel_ = 0;            // trailing elements of flat_grads_: the experts' (ddp)
   int embedding_slot_ = -1;
   int64_t params_total_ = 0, params_trainable_ = 0, param_bytes_ = 0, grad_bytes_ = 0;
   int64_t param_elements_ = 0;

@@ -11,7 +11,7 @@
 namespace hlp::parallel {
 namespace {
 
-constexpr MeshAxis PP = MeshAxis::PP, TP = MeshAxis::TP, CP = MeshAxis::CP;
+constexpr MeshAxis PP = MeshAxis::PP, TP = MeshAxis::TP, CP = MeshAxis::CP, EP = MeshAxis::EP;
 
 // The load-balancing loss pools the router logits of every sparse layer and every token of a
 // forward (model/moe.h): an axis that splits the layers or the tokens of a forward would need
@@ -63,8 +63,8 @@ std::string tp_check(int tp, const RunFacts& run) {
   }
   if (!m) return "";
   if (m->count_moe_layers() > 0)
-    return "--tp does not split mixture-of-experts layers (their experts are split by expert "
-           "parallelism, not implemented yet); use ddp, fsdp, fsdp2, pp or cp";
+    return "--tp does not split mixture-of-experts layers; split their experts with --ep, or "
+           "use ddp, fsdp, fsdp2, pp or cp";
   auto divides = [&](int64_t n, const char* what) -> std::string {
     if (n % tp == 0) return "";
     return "--tp " + std::to_string(tp) + " does not divide the model's " + what + " (" +
@@ -100,6 +100,19 @@ std::string cp_check(int cp, const RunFacts& run) {
   return "";
 }
 
+std::string ep_check(int ep, const RunFacts& run) {
+  const model::ModelConfig* m = run.model;
+  if (!m) return "";
+  const std::string option = "--ep " + std::to_string(ep);
+  if (m->count_moe_layers() == 0)
+    return option + " splits the experts of mixture-of-experts layers, and this model has none "
+           "(no layer with num_experts > 0 in its config); drop --ep";
+  if (m->moe_experts % ep != 0)
+    return option + " does not divide the model's experts (" + std::to_string(m->moe_experts) +
+           " a sparse layer); choose an --ep that divides it";
+  return "";
+}
+
 const char* kSingleInstead =
     "single runs on one rank; use ddp/fsdp/fsdp2 with --tp/--pp/--cp, or --strategy tp / pp / cp";
 const char* kFsdpInstead =
@@ -112,18 +125,18 @@ const std::vector<StrategyEntry>& strategy_entries() {
   static const std::vector<StrategyEntry> entries = {
       {StrategyKind::single, "single", DpKind::single, std::nullopt, {},
        "the whole model (1 rank; the reference)", kSingleInstead},
-      {StrategyKind::ddp, "ddp", DpKind::ddp, std::nullopt, {PP, TP, CP},
+      {StrategyKind::ddp, "ddp", DpKind::ddp, std::nullopt, {PP, TP, CP, EP},
        "a full replica, gradients all-reduced in buckets during the backward", ""},
       {StrategyKind::fsdp, "fsdp", DpKind::fsdp, std::nullopt, {},
        "1/n of each block's flat parameter buffer (FSDP1 / ZeRO-3: frozen weights get "
        "gradients too)", kFsdpInstead},
-      {StrategyKind::fsdp2, "fsdp2", DpKind::fsdp2, std::nullopt, {PP, TP, CP},
+      {StrategyKind::fsdp2, "fsdp2", DpKind::fsdp2, std::nullopt, {PP, TP, CP, EP},
        "1/n of every parameter along dim 0 (FSDP2: only trainable shards reduce-scattered)", ""},
-      {StrategyKind::pp, "pp", DpKind::ddp, PP, {TP, CP},
+      {StrategyKind::pp, "pp", DpKind::ddp, PP, {TP, CP, EP},
        "the layers of one pipeline stage (ddp over what --pp leaves)", ""},
-      {StrategyKind::tp, "tp", DpKind::ddp, TP, {PP, CP},
+      {StrategyKind::tp, "tp", DpKind::ddp, TP, {PP, CP, EP},
        "1/t of every projection (Megatron column / row; ddp over what --tp leaves)", ""},
-      {StrategyKind::cp, "cp", DpKind::ddp, CP, {PP, TP},
+      {StrategyKind::cp, "cp", DpKind::ddp, CP, {PP, TP, EP},
        "1/cp of every sequence (ddp over what --cp leaves)", ""},
   };
   return entries;
@@ -138,6 +151,9 @@ const std::vector<AxisEntry>& axis_entries() {
       {CP, "cp", "1/cp of every sequence's tokens (G layers pass the delta-rule state, S "
        "layers a window halo, A layers ring attention)",
        {{PP, "combine --cp with ddp, fsdp2 or --tp"}}, cp_check},
+      {EP, "ep", "1/ep of every MoE layer's routed experts (tokens dispatched to their experts' "
+       "ranks and combined back by all-to-all; the rest of the model as the data-parallel kind "
+       "holds it)", {}, ep_check, /*takes_ranks=*/false},
   };
   return entries;
 }
@@ -183,12 +199,12 @@ const char* to_string(DpKind kind) {
 }
 
 int StrategySpec::size(MeshAxis axis) const {
-  return axis == PP ? pp : axis == TP ? tp : axis == CP ? cp : 1;  // dp: what the world leaves
+  return axis == PP ? pp : axis == TP ? tp : axis == CP ? cp : axis == EP ? ep : 1;  // dp: 1
 }
 
 int& StrategySpec::size(MeshAxis axis) {
   if (axis == MeshAxis::DP) throw std::logic_error("StrategySpec: dp is what the world leaves");
-  return axis == PP ? pp : axis == TP ? tp : cp;
+  return axis == PP ? pp : axis == TP ? tp : axis == EP ? ep : cp;
 }
 
 std::string StrategySpec::name() const {
@@ -238,7 +254,7 @@ void check_world(const StrategySpec& spec, int world) {
     throw user_error("--strategy ", s.name, " needs --", a, " N with N >= 2 (e.g. --strategy ",
                      s.name, " --", a, " 2), or 2 or more ranks");
   }
-  make_mesh_shape(world, spec.tp, spec.pp, spec.cp);  // divisibility, with its message
+  make_mesh_shape(world, spec.tp, spec.pp, spec.cp, spec.ep);  // divisibility, with its message
 }
 
 std::string check_axis(MeshAxis axis, int size, const RunFacts& facts) {
@@ -254,7 +270,7 @@ std::string check_run(const StrategySpec& spec, const RunFacts& facts) {
 }
 
 MeshShape mesh_shape(const StrategySpec& spec, int world) {
-  return make_mesh_shape(world, spec.tp, spec.pp, spec.cp);
+  return make_mesh_shape(world, spec.tp, spec.pp, spec.cp, spec.ep);
 }
 
 std::vector<StrategySpec> single_axis_meshes(int ranks) {
@@ -268,7 +284,7 @@ std::vector<StrategySpec> single_axis_meshes(int ranks) {
       if (ranks % size != 0) continue;
       StrategySpec spec;
       spec.size(a.axis) = size;
-      if (size == ranks) {  // every rank on the axis: its own strategy
+      if (size == ranks && a.takes_ranks) {  // every rank on the axis: its own strategy
         for (const auto& s : strategy_entries())
           if (s.axis == a.axis) spec.strategy = s.kind;
         out.push_back(spec);

@@ -8,8 +8,11 @@
 //   --strategy single|ddp|fsdp|fsdp2   the data-parallel kind (single: one rank, no axis)
 //   --strategy pp|tp|cp                ddp whose named axis takes every rank the others leave
 //   --pp N --tp N --cp N               model-parallel axes; dp = world / (pp tp cp)
+//   --ep N                             expert parallelism: carved out of the dp x cp ranks
+//                                      (mesh_layout.h), so it multiplies nothing
 // and its one name: the strategy, then every axis of size > 1 that the strategy does not name,
-// in the order of axis_entries() (pp, tp, cp): "fsdp2+tp2", "ddp+pp2+tp2", "tp+cp2".
+// in the order of axis_entries() (pp, tp, cp, ep): "fsdp2+tp2", "ddp+pp2+tp2", "tp+cp2",
+// "fsdp2+ep4".
 //
 // The rules, in the order a run meets them (each throws hlp::UserError with a one-line message
 // that says what to change):
@@ -76,12 +79,15 @@ struct AxisEntry {
   std::vector<std::pair<MeshAxis, const char*>> not_with;
   // The run's constraints on this axis at `size` >= 2: "" or the refusal, a user message.
   std::string (*check)(int size, const RunFacts& run);
+  // false for ep: its ranks are some of the data-parallel ones (it does not divide the world
+  // size into a model-parallel factor)
+  bool takes_ranks = true;
 };
 
 const std::vector<StrategyEntry>& strategy_entries();  // in --help order
-const std::vector<AxisEntry>& axis_entries();          // in composite-name order: pp, tp, cp
+const std::vector<AxisEntry>& axis_entries();          // in composite-name order: pp, tp, cp, ep
 const StrategyEntry& strategy_entry(StrategyKind kind);
-const AxisEntry& axis_entry(MeshAxis axis);            // pp, tp or cp
+const AxisEntry& axis_entry(MeshAxis axis);            // pp, tp, cp or ep
 
 StrategyKind parse_strategy(const std::string& text);  // UserError listing the choices
 const char* to_string(StrategyKind kind);
@@ -91,11 +97,11 @@ const char* to_string(DpKind kind);
 // One run's strategy and model-parallel sizes (dp is what the world leaves).
 struct StrategySpec {
   StrategyKind strategy = StrategyKind::single;
-  int pp = 1, tp = 1, cp = 1;
+  int pp = 1, tp = 1, cp = 1, ep = 1;
 
-  int size(MeshAxis axis) const;  // pp, tp, cp (DP: 1)
+  int size(MeshAxis axis) const;  // pp, tp, cp, ep (DP: 1)
   int& size(MeshAxis axis);
-  int model_ranks() const { return pp * tp * cp; }
+  int model_ranks() const { return pp * tp * cp; }  // (ep takes none of its own)
   DpKind dp_kind() const { return strategy_entry(strategy).dp; }
   // The composite name, recorded in result files and printed by hlp-plan and hlp-sweep.
   std::string name() const;

@@ -9,6 +9,7 @@
 
 #include "model/hybrid_lm.h"
 #include "parallel/strategy.h"
+#include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
 
@@ -42,7 +43,9 @@ class ReplicatedStrategy : public Strategy {
   model::HybridLM model_{nullptr};
   std::vector<std::pair<std::string, torch::Tensor>> trainable_;  // named_parameters order
   std::vector<OptimSlot> slots_;
+  ExpertAxis ep_;  // --ep: this replica holds E / ep of the routed experts
   int64_t params_total_ = 0, params_trainable_ = 0, param_bytes_ = 0, grad_bytes_ = 0;
+  int64_t param_elements_ = 0;  // held by this rank (params_total_ less the other ranks' experts)
 };
 
 }  // namespace hlp::parallel

@@ -495,4 +495,42 @@ WorkingSet sharded_working_set(const std::vector<UnitSize>& units, int ranks, bo
   return ws;
 }
 
+namespace {
+
+class CombinedUnit : public ShardedUnit {
+ public:
+  CombinedUnit(std::unique_ptr<ShardedUnit> a, std::unique_ptr<ShardedUnit> b)
+      : a_(std::move(a)), b_(std::move(b)) {}
+  void issue_gather() override { a_->issue_gather(); b_->issue_gather(); }
+  void wait_gather() override { a_->wait_gather(); b_->wait_gather(); }
+  void release() override { a_->release(); b_->release(); }
+  void prepare_grads() override { a_->prepare_grads(); b_->prepare_grads(); }
+  void reduce_grads() override { a_->reduce_grads(); b_->reduce_grads(); }
+  void finish_grads() override { a_->finish_grads(); b_->finish_grads(); }
+  std::vector<OptimSlot> optim_slots() override {
+    auto out = a_->optim_slots();
+    for (auto& s : b_->optim_slots()) out.push_back(s);
+    return out;
+  }
+  void zero_grad() override { a_->zero_grad(); b_->zero_grad(); }
+  int64_t param_bytes() const override { return a_->param_bytes() + b_->param_bytes(); }
+  int64_t param_elements() const override { return a_->param_elements() + b_->param_elements(); }
+  int64_t grad_bytes() const override { return a_->grad_bytes() + b_->grad_bytes(); }
+  std::vector<model::hf::HeldTensor> held_tensors() const override {
+    auto out = a_->held_tensors();
+    for (auto& h : b_->held_tensors()) out.push_back(std::move(h));
+    return out;
+  }
+
+ private:
+  std::unique_ptr<ShardedUnit> a_, b_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardedUnit> combine_units(std::unique_ptr<ShardedUnit> first,
+                                           std::unique_ptr<ShardedUnit> second) {
+  return std::make_unique<CombinedUnit>(std::move(first), std::move(second));
+}
+
 }  // namespace hlp::parallel

@@ -130,6 +130,11 @@ std::unique_ptr<ShardedUnit> make_per_param_unit(NamedParams params,
                                                  std::shared_ptr<comm::Communicator> comm,
                                                  const Materialise& materialise = {});
 
+// Two units that gather, release and reduce together, each over its own communicator (--ep:
+// a block's routed experts sharded over their replicas, beside the rest of the block over dp).
+std::unique_ptr<ShardedUnit> combine_units(std::unique_ptr<ShardedUnit> first,
+                                           std::unique_ptr<ShardedUnit> second);
+
 // Storage helpers (also used by tests): bytes of the storage behind a tensor come and go.
 void free_storage(const torch::Tensor& t);
 void alloc_storage(const torch::Tensor& t, int64_t nbytes);

@@ -2,11 +2,13 @@
 #include "common/clock.h"
 #include "metrics/recorder.h"
 #include "parallel/replicated.h"
+#include "model/accounting.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
 
-ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options) : options_(options) {
+ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options)
+    : options_(options), ep_(expert_axis(options)) {
   model_ = build_model(options_);
   for (auto& [name, p] : named_params(*model_)) {
     params_total_ += p.numel();
@@ -15,6 +17,12 @@ ReplicatedStrategy::ReplicatedStrategy(const StrategyOptions& options) : options
       params_trainable_ += p.numel();
       trainable_.emplace_back(name, p);
     }
+  }
+  param_elements_ = params_total_;
+  if (ep_.active()) {  // the whole model's counts, every rank's experts included
+    const auto counts = model::count_parameters(options_.model, options_.lora);
+    params_total_ = counts.total;
+    params_trainable_ = counts.trainable;
   }
 }
 
@@ -75,18 +83,18 @@ torch::Tensor ReplicatedStrategy::eval_logits(const std::vector<MicroBatch>& mic
   return torch::cat(out);
 }
 
-double ReplicatedStrategy::grad_norm() { return std::sqrt(local_grad_sq(slots_)); }
+double ReplicatedStrategy::grad_norm() { return std::sqrt(grad_sq_with_experts(slots_, ep_)); }
 
 void ReplicatedStrategy::zero_grad() {
   for (auto& s : slots_) s.grad.zero_();
 }
 
 HeldBytes ReplicatedStrategy::held_bytes() const {
-  return {param_bytes_, grad_bytes_, params_total_};  // a whole replica
+  return {param_bytes_, grad_bytes_, param_elements_};  // a whole replica (its experts)
 }
 
 std::vector<model::hf::HeldTensor> ReplicatedStrategy::held_tensors() {
-  return whole_held_tensors(*model_, !options_.dp_comm || options_.dp_comm->rank() == 0);
+  return whole_held_tensors(*model_, !options_.dp_comm || options_.dp_comm->rank() == 0, ep_);
 }
 
 }  // namespace hlp::parallel

@@ -6,6 +6,8 @@
 #include "common/clock.h"
 #include "model/init.h"
 #include "model/lora.h"
+#include "model/moe.h"
+#include "parallel/mesh.h"
 #if defined(HLP_HAVE_CUDA)
 #include "comm/cuda_timing.h"
 #endif
@@ -17,7 +19,7 @@ model::HybridLM build_model(const StrategyOptions& options, model::Values values
   // (bit-identical to a model built with drawn values), stored in its dtype, moved to the
   // device. Building never holds the model in float32 beside its bf16 storage: at most one
   // whole parameter more. Deferred values: the strategy materialises them (its units, stages).
-  model::HybridLM lm(options.model, options.seed, model::Values::deferred);
+  model::HybridLM lm(rank_model_config(options), options.seed, model::Values::deferred);
   model::apply_lora(lm, options.lora);
   if (values == model::Values::drawn)
     for (auto& [name, p] : named_params(*lm))
@@ -137,6 +139,50 @@ std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m
     h.primary = primary;
     out.push_back(std::move(h));
   }
+  return out;
+}
+
+ExpertAxis expert_axis(const StrategyOptions& options) {
+  ExpertAxis a;
+  if (!options.mesh || options.mesh->shape().ep < 2) return a;
+  a.ep = options.mesh->shape().ep;
+  a.group = options.mesh->ep_comm();
+  a.replicas = options.mesh->ep_replica_comm();
+  return a;
+}
+
+model::ModelConfig rank_model_config(const StrategyOptions& options) {
+  model::ModelConfig c = options.model;
+  if (options.mesh && options.mesh->shape().ep > 1) {
+    c.moe_ep = options.mesh->shape().ep;
+    c.moe_ep_rank = options.mesh->coord().ep;
+  }
+  return c;
+}
+
+bool is_expert_slot(const OptimSlot& slot) { return model::is_routed_expert_param(slot.name); }
+
+double grad_sq_with_experts(const std::vector<OptimSlot>& slots, const ExpertAxis& ep) {
+  if (!ep.active()) return local_grad_sq(slots);
+  std::vector<OptimSlot> dense, experts;
+  for (const auto& s : slots) (is_expert_slot(s) ? experts : dense).push_back(s);
+  at::Tensor v = at::full({1}, local_grad_sq(experts), scalar_options_for(*ep.group, at::kDouble));
+  ep.group->all_reduce(v, comm::ReduceOp::Sum);
+  return local_grad_sq(dense) + v.item<double>();
+}
+
+void finish_expert_grads(const std::vector<OptimSlot>& slots, const ExpertAxis& ep) {
+  if (!ep.active()) return;
+  for (const auto& s : slots)
+    if (is_expert_slot(s)) s.grad.mul_(1.0 / double(ep.ep));
+}
+
+std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary,
+                                                      const ExpertAxis& ep) {
+  auto out = whole_held_tensors(m, primary);
+  if (ep.active())
+    for (auto& h : out)
+      if (model::is_routed_expert_param(h.name)) h.primary = ep.replicas->rank() == 0;
   return out;
 }
 

@@ -95,4 +95,30 @@ std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m
 int64_t numel_of(const std::vector<std::pair<std::string, torch::Tensor>>& params,
                  bool trainable_only);
 
+// Expert parallelism as a strategy sees it (expert_parallel.h, mesh_layout.h): a rank holds
+// E / ep of every sparse layer's routed experts. An expert's gradient on its rank already sums
+// the contributions of every token of the expert group (the exchange's backward brings them);
+// averaged over its replicas (the ranks holding the same experts) and divided by ep it is the
+// gradient of the global mean loss, like a dp-averaged one. Inactive (ep 1) without --ep.
+struct ExpertAxis {
+  int ep = 1;
+  std::shared_ptr<comm::Communicator> group;     // the expert group (Mesh::ep_comm)
+  std::shared_ptr<comm::Communicator> replicas;  // same experts (Mesh::ep_replica_comm)
+  bool active() const { return ep > 1; }
+};
+ExpertAxis expert_axis(const StrategyOptions& options);
+// options.model with this rank's slice of the experts (ModelConfig::moe_ep): what it builds.
+model::ModelConfig rank_model_config(const StrategyOptions& options);
+// Whether a slot (a parameter, or its "[shard]") is a routed expert's.
+bool is_expert_slot(const OptimSlot& slot);
+// The gradients' sum of squares when every rank holds whole parameters (ddp, pp): the routed
+// experts' part summed over the expert group (each rank holds other experts; replicas alike).
+double grad_sq_with_experts(const std::vector<OptimSlot>& slots, const ExpertAxis& ep);
+// After the reduction over the replicas (an average): the experts' gradients / ep.
+void finish_expert_grads(const std::vector<OptimSlot>& slots, const ExpertAxis& ep);
+// whole_held_tensors for a replica of the non-expert parameters: experts are primary on the
+// first of their replicas, the rest where `primary`.
+std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary,
+                                                      const ExpertAxis& ep);
+
 }  // namespace hlp::parallel

@@ -33,6 +33,7 @@ struct TrainConfig {
   int pp_virtual = 1;                 // model chunks per stage (interleaved)
   int cp = 1;                         // context-parallel size: the sequence split over cp ranks
   parallel::CpLayout cp_layout = parallel::CpLayout::zigzag;  // which pieces of T a cp rank holds
+  int ep = 1;                         // expert-parallel size: MoE experts split over ep dp ranks
   int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
   double bucket_mb = 25.0;            // DDP gradient bucket size
   double comm_timeout_s = 300.0;
@@ -96,7 +97,7 @@ struct TrainConfig {
   bool resume = false;
 
   // The strategy and model-parallel sizes as given (before with_defaults fills an axis).
-  parallel::StrategySpec strategy_spec() const { return {strategy, pp, tp, cp}; }
+  parallel::StrategySpec strategy_spec() const { return {strategy, pp, tp, cp, ep}; }
 };
 
 }  // namespace hlp::train

@@ -36,6 +36,7 @@ SequenceLoss Evaluator::loss(const std::vector<int64_t>& ids) {
                                       session_->cp_shard.get());
   // the model's forward runs on this rank's pieces (as in training's step loop)
   model::ContextShardScope cp_scope(session_->cp_shard.get());
+  model::ExpertShardScope ep_scope(session_->ep_shard.get());
   return {session_->strategy->eval_loss(micro), n - 1};
 }
 

@@ -159,6 +159,7 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
     c.pp = spec.pp;
     c.tp = spec.tp;
     c.cp = spec.cp;
+    c.ep = spec.ep;
     c.dp = c.ranks / spec.model_ranks();
     parallel::RunFacts facts;  // what the mesh alone decides (LoRA dropout: plan()'s row)
     facts.model = &config;
@@ -249,7 +250,15 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
       if (split.end_block[g] == L) has_layer[size_t(L + 1)] = true;
     }
   }
+  // --ep: this rank's routed experts (every rank holds E / ep of them: the first slice stands
+  // for all)
+  const int64_t local_experts = c.ep > 1 ? config.moe_experts / c.ep : config.moe_experts;
+  auto expert_of = [](const std::string& name) -> int64_t {
+    const size_t at = name.find("mlp.experts.");
+    return at == std::string::npos ? -1 : std::stoll(name.substr(at + 12));
+  };
   for (const auto& p : table) {
+    if (expert_of(p.name) >= local_experts) continue;
     bool mine = has_layer[size_t(p.layer)];
     // tied embeddings: the stage with the head holds the matrix too
     if (p.name == "embed_tokens.weight" && config.tied_embeddings && has_layer[size_t(L + 1)]) mine = true;
@@ -267,9 +276,13 @@ HeldPrediction predict_held(const PlanCandidate& c, const model::ModelConfig& co
     for (int64_t s : shape) numel *= s;
     double elements = double(numel);
     const int64_t d0 = shape.empty() ? 1 : shape[0];
-    if (sharded) elements = double(parallel::per_parameter_shard(d0, numel, dp));
+    const bool expert = expert_of(p->name) >= 0;
+    // fsdp2: the routed experts over their replicas (dp cp / ep), the rest over dp cp
+    const int shard_over = expert && c.ep > 1 ? dp / c.ep : dp;
+    if (sharded) elements = double(parallel::per_parameter_shard(d0, numel, shard_over));
     const double bytes = double(element_bytes(*p));
     h.params += bytes * elements;
+    if (expert) h.expert_params += bytes * elements;
     if (p->trainable) {
       h.grads += 4.0 * elements;
       h.optimizer += 8.0 * elements;
@@ -331,6 +344,31 @@ StoredModel stored_model(const model::ModelConfig& config, const model::LoraConf
   return m;
 }
 
+// The routed experts alone, as stored: `bytes` every expert's parameters, `flat_grad_bytes`
+// (reused) their trainable ones in fp32.
+StoredModel stored_experts(const model::ModelConfig& config, const model::LoraConfig& lora,
+                           model::BaseDtype base) {
+  StoredModel m;
+  for (const auto& p : model::parameter_table(config, lora)) {
+    if (p.name.find("mlp.experts.") == std::string::npos) continue;
+    m.bytes += double(model::parameter_element_bytes(p.trainable, int64_t(p.shape.size()), base)) *
+               double(p.numel);
+    if (p.trainable) m.flat_grad_bytes += 4.0 * double(p.numel);
+  }
+  return m;
+}
+
+// One sparse layer's all-to-alls for one micro-batch of B x T tokens on a rank of an expert
+// group of ep: dispatch and combine, forward and backward, each (ep - 1) / ep of the B T K rows
+// of D elements of `element_bytes` (an even router), plus ep - 1 latencies each.
+double all_to_all_s(int64_t B, int64_t T, const model::ModelConfig& m, int ep,
+                    double element_bytes, const PlanDevice& d) {
+  if (ep <= 1) return 0;
+  const double rows = double(B) * double(T) * double(m.moe_top_k) * double(ep - 1) / double(ep);
+  const double bytes = rows * double(m.hidden) * element_bytes;
+  return 4.0 * (bytes / d.link_bytes_per_s + double(ep - 1) * d.link_latency_s);
+}
+
 }  // namespace
 
 void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
@@ -377,7 +415,27 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   if (flat)  // gathered forward and backward, the gradient buffers reduce-scattered
     comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
            ring_s(stored.flat_grad_bytes / model_ranks, dpc, 1.0, in.device);
-  else if (c.spec().dp_kind() == parallel::DpKind::fsdp2)
+  else if (c.ep > 1) {
+    // the routed experts: E / ep of them a rank, gathered and reduced over their replicas
+    const StoredModel experts = stored_experts(in.model, in.lora,
+                                               model::resolve_base_dtype(t.base_dtype, t.precision));
+    const double rest = total_bytes - experts.bytes, rest_trainable = trainable_bytes - experts.flat_grad_bytes;
+    const int replicas = dpc / c.ep;
+    const double e_bytes = experts.bytes / c.ep / model_ranks;
+    const double e_trainable = experts.flat_grad_bytes / c.ep / model_ranks;
+    if (c.spec().dp_kind() == parallel::DpKind::fsdp2)
+      comm = ring_s(rest / model_ranks, dpc, 2.0, in.device) +
+             ring_s(rest_trainable / model_ranks, dpc, 1.0, in.device) +
+             ring_s(e_bytes, replicas, 2.0, in.device) + ring_s(e_trainable, replicas, 1.0, in.device);
+    else
+      comm = ring_s(rest_trainable / model_ranks, dpc, 2.0, in.device) +
+             ring_s(e_trainable, replicas, 2.0, in.device);
+    row.all_to_all_s = double(micro) * double(in.model.count_moe_layers()) / c.pp *
+                       all_to_all_s(batch.micro_batch, t.seq_len / c.cp, in.model, c.ep,
+                                    /*element_bytes=*/4.0,  // fp32, as activation_msg above
+                                    in.device);
+    comm += row.all_to_all_s;
+  } else if (c.spec().dp_kind() == parallel::DpKind::fsdp2)
     comm = ring_s(total_bytes / model_ranks, dpc, 2.0, in.device) +
            ring_s(trainable_bytes / model_ranks, dpc, 1.0, in.device);
   else comm = ring_s(trainable_bytes / model_ranks, dpc, 2.0, in.device);
@@ -413,6 +471,7 @@ PlanCandidate candidate_of_run(const TrainConfig& train, int world) {
   cand.tp = c.tp;
   cand.pp = c.pp;
   cand.cp = c.cp;
+  cand.ep = c.ep;
   cand.dp = std::max(1, world / (c.tp * c.pp * c.cp));
   if (c.pp > 1) {
     cand.pp_schedule = c.pp_schedule;
@@ -583,20 +642,21 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
     os << "rank,strategy,name,ranks,dp,pp,tp,cp,pp_schedule,pp_virtual,params_bytes,grads_bytes,"
           "optimizer_bytes,working_set_bytes,activation_bytes,comm_buffer_bytes,reserve_bytes,"
           "predicted_peak_bytes,limit_bytes,fits,compute_s,comm_s,bubble_fraction,step_s,"
-          "predicted_tokens_per_s,problem\n";
+          "predicted_tokens_per_s,ep,expert_params_bytes,all_to_all_s,problem\n";
     int rank = 0;
     for (const auto& r : rows) {
       const auto& c = r.candidate;
       char line[1024];
       std::snprintf(line, sizeof(line),
                     "%d,%s,%s,%d,%d,%d,%d,%d,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%d,"
-                    "%.6g,%.6g,%.4f,%.6g,%.6g,%s\n",
+                    "%.6g,%.6g,%.4f,%.6g,%.6g,%d,%.0f,%.6g,%s\n",
                     ++rank, to_string(c.strategy), c.name().c_str(), c.ranks, c.dp, c.pp, c.tp,
                     c.cp, c.pp > 1 ? to_string(c.pp_schedule) : "-", c.pp_virtual, r.held.params,
                     r.held.grads,
                     r.held.optimizer, r.working_set, r.activations, r.comm_buffers, r.reserve,
                     r.peak_bytes, r.limit_bytes, r.fits ? 1 : 0, r.compute_s, r.comm_s, r.bubble,
-                    r.step_s, r.tokens_per_s, r.problem.c_str());
+                    r.step_s, r.tokens_per_s, c.ep, r.held.expert_params, r.all_to_all_s,
+                    r.problem.c_str());
       os << line;
     }
     return os.str();
@@ -632,6 +692,20 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
                     r.step_s, r.bubble, r.tokens_per_s);
     }
     os << line;
+  }
+  // expert parallelism: what a rank holds of the experts and what the all-to-all costs
+  bool any_ep = false;
+  for (const auto& r : rows) any_ep = any_ep || (r.problem.empty() && r.candidate.ep > 1);
+  if (any_ep) {
+    os << "\n| candidate | routed experts MiB a rank (of params) | all-to-all s a step (of step) |\n"
+          "|---|---|---|\n";
+    for (const auto& r : rows) {
+      if (!r.problem.empty() || (r.candidate.ep == 1 && r.held.expert_params == 0)) continue;
+      char line[256];
+      std::snprintf(line, sizeof(line), "| %s | %.1f | %.3g |\n", r.candidate.name().c_str(),
+                    mib(r.held.expert_params), r.all_to_all_s);
+      os << line;
+    }
   }
   return os.str();
 }

@@ -35,6 +35,12 @@
 // Fits: peak + reserve <= the device's memory (GPU) or the memory a rank may use on this
 // machine (train/memory_limit.h: cgroup or MemAvailable, shared by the ranks).
 //
+// Expert parallelism (--ep, MoE models): a rank holds E / ep of every sparse layer's routed
+// experts, sharded by fsdp2 over their dp cp / ep replicas; their gradients are reduced over
+// those replicas (ring), and per micro-batch and sparse layer the dispatch and combine
+// all-to-alls move (ep - 1) / ep of the rank's B T K routed rows, forward and backward (4
+// exchanges of D activation-sized elements a row; an even router assumed), at the link speed.
+//
 // Step time: executed FLOPs of the rank (accounting.h) at a fraction `efficiency` of the
 // device's peak (flat fsdp: also the frozen weights' weight gradients), plus communication from
 // an alpha-beta model (ring collectives), with the pipeline bubble of the schedule
@@ -86,9 +92,10 @@ std::string plan_device_of(const std::string& kind, const std::string& name);
 struct PlanCandidate {
   parallel::StrategyKind strategy = parallel::StrategyKind::single;
   int ranks = 1, dp = 1, pp = 1, tp = 1, cp = 1;
+  int ep = 1;  // expert parallelism: divides dp x cp (MoE models)
   parallel::PipeSchedule pp_schedule = parallel::PipeSchedule::one_f_one_b;  // when pp > 1
   int pp_virtual = 1;
-  parallel::StrategySpec spec() const { return {strategy, pp, tp, cp}; }
+  parallel::StrategySpec spec() const { return {strategy, pp, tp, cp, ep}; }
   std::string name() const;  // the registry's composite name, then "n=4" and a pipeline's schedule
 };
 
@@ -102,6 +109,7 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
 
 struct HeldPrediction {
   double params = 0, grads = 0, optimizer = 0;
+  double expert_params = 0;  // of params: the routed experts' (E / ep of them a sparse layer)
   // fsdp / fsdp2: gathered units, gradient and communication buffers in each backward phase
   // (parallel::sharded_working_set; a pipeline's fsdp2 stage: gathered whole in both)
   parallel::WorkingSet working_set;
@@ -125,6 +133,7 @@ struct PlanRow {
   double limit_bytes = 0;
   bool fits = false;
   double compute_s = 0, comm_s = 0, bubble = 0, step_s = 0, tokens_per_s = 0;
+  double all_to_all_s = 0;   // of comm_s: --ep's dispatch and combine
   std::string problem;       // non-empty: the candidate cannot run (the reason)
 };
 

@@ -47,6 +47,7 @@ RunContext resolve_run_context(const TrainConfig& requested,
   ctx.config.pp = ctx.spec.pp;
   ctx.config.tp = ctx.spec.tp;
   ctx.config.cp = ctx.spec.cp;
+  ctx.config.ep = ctx.spec.ep;
 
   auto* mpi_world = dynamic_cast<comm::MpiCommunicator*>(world.get());
   MPI_Comm control;  // node load and device choice get their own communicator
@@ -85,7 +86,7 @@ RunContext resolve_run_context(const TrainConfig& requested,
   // The dp x pp x cp x tp mesh (collective). Data parallelism runs over its dp axis; the pp, cp
   // and tp partners of one dp rank read the same rows.
   ctx.mesh = std::make_shared<parallel::Mesh>(compute_world, ctx.spec.tp, ctx.spec.pp,
-                                              ctx.spec.cp);
+                                              ctx.spec.cp, ctx.spec.ep);
   if (ctx.config.resume)
     ctx.resume = find_checkpoint(ctx.config.checkpoint_dir, world->rank(),
                                  to_string(ctx.config.strategy), ctx.mesh->shape_string());

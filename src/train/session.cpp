@@ -193,6 +193,8 @@ void build_strategy(Session& s) {
   so.seq_len = c.seq_len;
   so.recorder = s.hooks.recorder;
   s.strategy = parallel::make_strategy(so);
+  for (int64_t l = 0; l < so.model.num_layers(); ++l)
+    if (so.model.is_moe_layer(l)) s.moe_layers.push_back(l);
   s.pipeline = dynamic_cast<parallel::PipelineStrategy*>(s.strategy.get());
   if (s.pipeline && s.ctx.spec.pp > 1)
     for (int64_t first : s.pipeline->split().first_block)
@@ -382,6 +384,7 @@ std::unique_ptr<Session> open_session(const RunContext& ctx, const TrainHooks& h
   if (ctx.spec.cp > 1)
     s->cp_shard = std::make_shared<parallel::ContextParallel>(
         ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag);
+  if (ctx.spec.ep > 1) s->ep_shard = std::make_shared<parallel::ExpertParallel>(ctx.mesh->ep_comm());
   s->split = split_batch(c, ctx.mesh->shape().dp);
   open_data(*s);
   build_strategy(*s);
@@ -399,6 +402,7 @@ std::unique_ptr<Session> open_eval_session(const RunContext& ctx, const TrainHoo
   if (ctx.spec.cp > 1)
     s->cp_shard = std::make_shared<parallel::ContextParallel>(
         ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag);
+  if (ctx.spec.ep > 1) s->ep_shard = std::make_shared<parallel::ExpertParallel>(ctx.mesh->ep_comm());
   s->split = BatchSplit{1, 1, 1};  // one sequence at a time, the same on every rank
   s->tokenizer_vocab = tokenizer_vocab;
   s->evaluation = true;

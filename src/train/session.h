@@ -12,6 +12,7 @@
 #include "data/loader.h"
 #include "metrics/result_info.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/pipeline.h"
 #include "parallel/strategy.h"
 #include "train/activation_model.h"
@@ -30,6 +31,8 @@ struct Session {
   BatchSplit split;
   // cp > 1: this rank's pieces of every sequence and the exchanges between them.
   std::shared_ptr<parallel::ContextParallel> cp_shard;
+  // ep > 1: the all-to-all that takes the routed tokens to their experts' ranks and back.
+  std::shared_ptr<parallel::ExpertParallel> ep_shard;
   std::optional<CheckpointMeta> resume;  // the checkpoint a --resume starts from
   std::unique_ptr<data::Loader> loader;
   int64_t tokenizer_vocab = 0;  // ids the tokenizer gives (0: no tokenizer, hlp-eval --tokens)
@@ -46,6 +49,12 @@ struct Session {
   double activation_predicted = std::nan("");   // this rank's predicted activation peak
   int64_t first_step = 0;                       // > 0 when resumed
   bool evaluation = false;  // hlp-eval: the cross entropy alone (no load-balancing loss)
+  // Models with sparse MoE layers: their indices, this launch's per-step routing over every
+  // rank ([steps x layers x experts]), this rank's own summed over the steps, and its
+  // all-to-all bytes (trainer.cpp: record_routing).
+  std::vector<int64_t> moe_layers;
+  std::vector<int64_t> step_expert_tokens, rank_expert_tokens;
+  int64_t all_to_all_bytes = 0;
 
   Session(const RunContext& c, const TrainHooks& h) : ctx(c), hooks(h) {}
   const TrainConfig& config() const { return ctx.config; }

@@ -2,6 +2,7 @@
 // is one optimizer step, top to bottom; train() repeats it, reports, checkpoints and stops.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -9,6 +10,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "metrics/recorder.h"
+#include "model/moe.h"
 #include "parallel/strategy_util.h"
 #include "train/checkpoint.h"
 #include "train/hf_weights.h"
@@ -22,6 +24,7 @@ TrainConfig with_parallel_defaults(TrainConfig c, int world_size) {
   c.pp = spec.pp;
   c.tp = spec.tp;
   c.cp = spec.cp;
+  c.ep = spec.ep;
   return c;
 }
 
@@ -98,6 +101,65 @@ std::string optimizer_step(Session& s, StepReport& r) {
   return "";
 }
 
+// The step's routing of every sparse layer over every rank (one all-reduce over the world: a
+// layer runs on the ranks of one pipeline stage, each with its own tokens; tp does not run
+// MoE layers), the worst layer's imbalance, and this rank's own counts summed over the run.
+void record_routing(Session& s, const model::RoutingTally& tally, StepReport& r) {
+  if (s.moe_layers.empty()) return;
+  const int64_t L = int64_t(s.moe_layers.size()), E = s.options.model.moe_experts;
+  at::Tensor local = at::zeros({L, E}, at::kLong);
+  for (int64_t l = 0; l < L; ++l) {
+    auto it = tally.counts.find(s.moe_layers[size_t(l)]);
+    if (it != tally.counts.end()) local[l].copy_(it->second);
+  }
+  if (s.rank_expert_tokens.empty()) s.rank_expert_tokens.assign(size_t(L * E), 0);
+  const auto mine = local.accessor<int64_t, 2>();
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t e = 0; e < E; ++e) s.rank_expert_tokens[size_t(l * E + e)] += mine[l][e];
+  at::Tensor global = local.to(s.ctx.world->scalar_device());
+  s.ctx.world->all_reduce(global, comm::ReduceOp::Sum);
+  global = global.cpu();
+  r.expert_tokens.assign(global.data_ptr<int64_t>(), global.data_ptr<int64_t>() + L * E);
+  s.step_expert_tokens.insert(s.step_expert_tokens.end(), r.expert_tokens.begin(),
+                              r.expert_tokens.end());
+  double worst = std::nan("");
+  const auto g = global.to(at::kDouble);
+  for (int64_t l = 0; l < L; ++l) {
+    const double mean = g[l].mean().item<double>();
+    if (mean > 0) {
+      const double imbalance = g[l].max().item<double>() / mean;
+      worst = std::isnan(worst) ? imbalance : std::max(worst, imbalance);
+    }
+  }
+  r.expert_imbalance = worst;
+  s.all_to_all_bytes += int64_t(r.all_to_all_bytes);
+}
+
+// Every rank's routing totals and all-to-all bytes, on every rank (collective over the world).
+metrics::ExpertsInfo experts_info(const Session& s, int64_t first_step) {
+  comm::Communicator& world = *s.ctx.world;
+  const model::ModelConfig& m = s.options.model;
+  metrics::ExpertsInfo info;
+  info.experts = m.moe_experts;
+  info.top_k = m.moe_top_k;
+  info.ep = s.ctx.spec.ep;
+  info.layers = s.moe_layers;
+  info.first_step = first_step;
+  info.tokens = s.step_expert_tokens;
+  std::vector<int64_t> mine = s.rank_expert_tokens;
+  mine.resize(size_t(int64_t(s.moe_layers.size()) * m.moe_experts), 0);
+  mine.push_back(s.all_to_all_bytes);
+  at::Tensor local = at::tensor(mine, at::kLong).to(world.scalar_device());
+  at::Tensor all = world.all_gather(local).cpu().view({world.size(), -1});  // [world, L E + 1]
+  for (int r = 0; r < world.size(); ++r) {
+    const auto row = all[r];
+    const int64_t n = row.size(0) - 1;
+    for (int64_t i = 0; i < n; ++i) info.rank_tokens.push_back(row[i].item<int64_t>());
+    info.all_to_all_bytes.push_back(row[n].item<int64_t>());
+  }
+  return info;
+}
+
 // One optimizer step: this rank's rows of the next global batch, forward and backward over its
 // micro-batches, the update, the held-out loss when due. Returns "" or why the run must stop.
 // `micro` receives the step's micro-batches: the caller keeps them until the step is reported
@@ -118,7 +180,13 @@ std::string train_step(Session& s, StepReport& r, std::vector<parallel::MicroBat
   r.loss_scale = s.scaler->scale();
   s.strategy->set_loss_scale(r.loss_scale);
   parallel::PhaseTimes phases;
-  r.loss = s.strategy->forward_backward(micro, r.step, phases);
+  model::RoutingTally tally;  // the sparse layers' routing of this step's forwards
+  const int64_t a2a_before = s.ep_shard ? s.ep_shard->stats().total_bytes() : 0;
+  {
+    model::RoutingTallyScope tally_scope(&tally);
+    r.loss = s.strategy->forward_backward(micro, r.step, phases);
+  }
+  if (s.ep_shard) r.all_to_all_bytes = double(s.ep_shard->stats().total_bytes() - a2a_before);
   r.forward_s = phases.forward_s;
   r.backward_s = phases.backward_s;
   if (std::string stop = optimizer_step(s, r); !stop.empty()) return stop;
@@ -128,6 +196,7 @@ std::string train_step(Session& s, StepReport& r, std::vector<parallel::MicroBat
     r.eval_loss = s.strategy->eval_loss(s.eval_micro);
   }
   start.finish(r, *s.loader);
+  record_routing(s, tally, r);  // (after the step's clocks: its all-reduce is bookkeeping)
   r.tokens_local = int64_t(s.split.rows_per_rank) * c.seq_len / s.ctx.spec.cp;
   r.tokens_global = int64_t(c.global_batch) * c.seq_len;
   r.optimizer_bytes = s.optimizer->state_bytes();
@@ -177,6 +246,7 @@ void finish(Session& s, TrainOutcome& outcome) {
   if (s.cp_shard)
     outcome.context_parallel =
         context_parallel_info(*s.cp_shard, world, int64_t(outcome.losses.size()));
+  if (!s.moe_layers.empty()) outcome.experts = experts_info(s, outcome.first_step);
   outcome.held = s.strategy->held_bytes();
   outcome.optimizer_bytes = s.optimizer->state_bytes();
   outcome.skipped_steps = s.scaler->skipped_steps();
@@ -197,6 +267,7 @@ TrainOutcome train(const RunContext& ctx, const TrainHooks& hooks) {
   outcome.params_trainable = s.strategy->params_trainable();
   // From here on the model's forward (and, on the CPU, backward) runs on this rank's pieces.
   model::ContextShardScope cp_scope(s.cp_shard.get());
+  model::ExpertShardScope ep_scope(s.ep_shard.get());
   for (int64_t step = s.first_step; step < ctx.config.steps; ++step) {
     StepReport r;
     r.step = step;

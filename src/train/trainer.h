@@ -50,6 +50,9 @@ struct TrainOutcome {
   // Context-parallel runs (--cp > 1): every rank's exchanged bytes and attention work, for
   // ResultWriter::write_context_parallel (same value on every rank).
   std::optional<metrics::ContextParallelInfo> context_parallel;
+  // Models with sparse MoE layers: the routing of every step and rank, and the all-to-all
+  // bytes, for ResultWriter::write_experts (same value on every rank).
+  std::optional<metrics::ExpertsInfo> experts;
 };
 
 struct RunContext;

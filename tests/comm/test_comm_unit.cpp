@@ -143,5 +143,6 @@ TEST_CASE("avg divides floats exactly and truncates integers toward zero", "[com
 TEST_CASE("names of op kinds and reduce ops", "[comm]") {
   CHECK(std::string(op_kind_name(OpKind::AllReduce)) == "all_reduce");
   CHECK(std::string(op_kind_name(OpKind::Barrier)) == "barrier");
+  CHECK(std::string(op_kind_name(OpKind::AllToAll)) == "all_to_all");
   CHECK(std::string(reduce_op_name(ReduceOp::Avg)) == "avg");
 }

@@ -49,7 +49,7 @@ TEST_CASE("registry: every strategy and axis has one entry with a unique name", 
   CHECK(strategy_names().size() == strategy_entries().size());
   std::set<std::string> axes;
   for (const auto& a : axis_entries()) CHECK(axes.insert(a.name).second);
-  CHECK(axes == std::set<std::string>{"pp", "tp", "cp"});
+  CHECK(axes == std::set<std::string>{"pp", "tp", "cp", "ep"});
   CHECK_THAT(error_of([](const StrategySpec&) { parse_strategy("zero3"); }, {}),
              Catch::Contains("--strategy: unknown value 'zero3'") &&
                  Catch::Contains("single, ddp, fsdp, fsdp2, pp, tp or cp"));
@@ -162,8 +162,53 @@ TEST_CASE("registry: the run's rules per axis, with hlp-train's messages", "[reg
 TEST_CASE("registry: the meshes hlp-plan lists for a rank count", "[registry]") {
   std::vector<std::string> names;
   for (const auto& spec : single_axis_meshes(4)) names.push_back(spec.name());
+  // ep takes no ranks of its own: every size dividing the ranks, under ddp and fsdp2 (whether
+  // the model has experts is check_run's)
   CHECK(names == std::vector<std::string>{"single", "ddp", "fsdp", "fsdp2", "ddp+pp2",
                                           "fsdp2+pp2", "pp", "ddp+tp2", "fsdp2+tp2", "tp",
-                                          "ddp+cp2", "fsdp2+cp2", "cp"});
+                                          "ddp+cp2", "fsdp2+cp2", "cp", "ddp+ep2", "fsdp2+ep2",
+                                          "ddp+ep4", "fsdp2+ep4"});
   CHECK(single_axis_meshes(1).size() == 1);
+}
+
+TEST_CASE("registry: expert parallelism folds into the data-parallel ranks", "[registry][ep]") {
+  StrategySpec ep{StrategyKind::fsdp2};
+  ep.ep = 4;
+  CHECK(ep.name() == "fsdp2+ep4");
+  CHECK(ep.model_ranks() == 1);  // it multiplies nothing
+  check_world(ep, 4);
+  CHECK(mesh_shape(ep, 4).dp == 4);
+  CHECK(mesh_shape(ep, 4).ep == 4);
+  // ep divides dp x cp: cp 2 x dp 2 holds ep 4; dp 2 alone does not
+  StrategySpec cp_ep{StrategyKind::ddp, 1, 1, 2, 4};
+  CHECK(cp_ep.name() == "ddp+cp2+ep4");
+  check_world(cp_ep, 8);
+  CHECK_THROWS_WITH(check_world(ep, 2),
+                    Catch::Contains("--ep 4 does not divide the data-parallel ranks (dp = 2)"));
+  CHECK_THROWS_WITH(check_world(cp_ep, 2),
+                    Catch::Contains("(dp 1 x cp 2 = 2)"));
+  StrategySpec single_ep{StrategyKind::single};
+  single_ep.ep = 2;
+  CHECK_THROWS_WITH(check_composition(single_ep),
+                    Catch::Contains("--strategy single does not combine with --ep"));
+  StrategySpec flat_ep{StrategyKind::fsdp};
+  flat_ep.ep = 2;
+  CHECK_THROWS_WITH(check_composition(flat_ep),
+                    Catch::Contains("--strategy fsdp does not combine with --ep"));
+  // the model's rules: experts to split, and ep dividing them
+  hlp::model::ModelConfig moe = hlp::model::preset("small-moe");
+  hlp::model::ModelConfig dense = hlp::model::preset("small");
+  RunFacts facts;
+  facts.model = &moe;
+  CHECK(check_run(ep, facts).empty());  // 16 experts over 4
+  StrategySpec ep3{StrategyKind::ddp};
+  ep3.ep = 3;
+  CHECK_THAT(check_run(ep3, facts), Catch::Contains("--ep 3 does not divide the model's experts (16"));
+  facts.model = &dense;
+  CHECK_THAT(check_run(ep, facts), Catch::Contains("this model has none"));
+  // mesh coordinates: q = dp cp-major; ep consecutive q share a group
+  const MeshShape shape = make_mesh_shape(8, 1, 1, 2, 4);  // dp 4 x cp 2, ep 4
+  CHECK(mesh_coord(shape, 0).ep == 0);
+  CHECK(mesh_coord(shape, 3).ep == 3);
+  CHECK(mesh_coord(shape, 5).ep == 1);
 }

@@ -48,13 +48,13 @@ for (ranks, ini), row in zip(runs, plan):
         sizes = [int(s) for s in f.attrs["mesh_sizes"]]
         world = int(f.attrs["world_size"])
     planned = row["name"].split(" n=")[0]
-    product = 1
-    for s in sizes:
-        product *= s
+    product = 1  # ep is carved out of dp x cp: every axis but ep multiplies to the world
+    for a, s in zip(axes, sizes):
+        product *= s if a != "ep" else 1
     line = f"{config}: sweep {swept}, hlp-train {recorded}, hlp-plan {planned}, mesh " + \
         " x ".join(f"{a} {s}" for a, s in zip(axes, sizes))
     print(line)
-    if not (swept == recorded == planned) or product != world or axes != ["dp", "pp", "tp", "cp"]:
+    if not (swept == recorded == planned) or product != world or axes != ["dp", "pp", "tp", "cp", "ep"]:
         bad.append(line)
     if row["problem"]:
         bad.append(f"{config}: hlp-plan refused it: {row['problem']}")
