@@ -314,8 +314,9 @@ std::optional<ExpertsInfo> ResultReader::experts() const {
     e.all_to_all_bytes = h5::read_attr_ints(g, schema::kExpertsAllToAllBytes);
     auto table = [&](const char* name) {
       h5::Handle ds = h5::dataset(H5Dopen2(g, name, H5P_DEFAULT), name);
-      h5::Handle space = h5::space(H5Dget_space(ds), name);
-      std::vector<int64_t> v(size_t(H5Sget_simple_extent_npoints(space)));
+      // [rows, layers, experts]; an extent larger than the file is refused before allocating
+      const std::vector<hsize_t> dims = s.extent(ds, 3, sizeof(int64_t));
+      std::vector<int64_t> v(size_t(dims[0] * dims[1] * dims[2]));
       if (!v.empty())
         h5::check_status(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
                          "read");
