@@ -192,6 +192,12 @@ std::vector<ConfigRow> aggregate(const std::vector<RunData>& runs, int64_t warmu
       if (!std::isnan(replayed)) bubbles_replay.push_back(replayed);
       const double step_theory = run_trace_bubble_step_theory(*r, warmup_steps);
       if (!std::isnan(step_theory)) bubbles_step_theory.push_back(step_theory);
+      // pooled over the runs with the first's sparse layers and experts (reruns of a preset all
+      // have them; a custom model's MoE sizes are not configuration columns)
+      const ExpertLoad& load = r->expert_load;
+      if (row.expert_load.empty()) row.expert_load = load;
+      else if (load.layers == row.expert_load.layers && load.experts == row.expert_load.experts)
+        for (size_t i = 0; i < load.tokens.size(); ++i) row.expert_load.tokens[i] += load.tokens[i];
     }
     for (const auto& [metric, values] : pool) row.stats[metric] = stat_of(values);
     row.peak_bytes_max = peak;

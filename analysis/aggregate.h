@@ -13,7 +13,9 @@
 //    (trace_bubble.h): per run the mean over pipelines, stages and post-warm-up steps, then the
 //    median over the group's runs that have such a value;
 //  - tokens/s per device = global tokens/s / world size;
-//  - skipped steps (fp16 overflow): summed over runs and all their steps, warm-up included.
+//  - skipped steps (fp16 overflow): summed over runs and all their steps, warm-up included;
+//  - expert load (sparse MoE layers): /experts' slots per layer and expert, summed over the
+//    runs' steps (warm-up included: routing is not timed).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -56,6 +58,9 @@ struct ConfigRow {
   // Device-hours the row's runs held: Σ over runs of (end_time − start_time) × world size / 3600
   // (GPU-hours on cuda, rank-hours on cpu); NaN when a run has no end time (killed, incomplete).
   double device_hours = 0.0;
+  // Sparse MoE layers: the slots each layer routed to each expert, summed over the row's runs
+  // (and their /experts steps, warm-up included); empty for dense models.
+  ExpertLoad expert_load;
   // loss per step number, mean over runs holding that step (all steps, warm-up included)
   std::map<int64_t, double> loss_curve;
   std::vector<std::string> paths;

@@ -438,6 +438,51 @@ Figure loss_curves(const std::vector<ConfigRow>& rows, const std::string& dir) {
   return fig;
 }
 
+// Routing balance of models with sparse MoE layers: per configuration, each sparse layer's
+// busiest expert over its mean expert against the layer's index; 1 = even routing.
+Figure expert_load(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  Figure fig = make_figure(
+      "expert_load", "Expert load per sparse layer",
+      "For every configuration whose model has sparse mixture-of-experts layers (`/experts`): "
+      "the (token, k) slots each sparse layer routed to its busiest expert over the mean over "
+      "its experts, against the layer's index in the model, one line per configuration; slots "
+      "over every rank's tokens, summed over every step of the configuration's runs (reruns "
+      "pooled, warm-up included). The dashed line at 1 is even routing. The table's "
+      "`expert_imbalance` is the same ratio per step, worst layer, median over the steps.");
+  std::vector<Series> series;
+  for (const auto& r : rows) {
+    const ExpertLoad& load = r.expert_load;
+    Series s{r.value("model") + " " + label(r) + " T=" + r.value("seq_len"), {}};
+    for (size_t l = 0; l < load.layers.size(); ++l) {  // model order: x increasing
+      const double y = load.imbalance(l);
+      if (!std::isnan(y)) s.points.push_back({double(load.layers[l]), y});
+    }
+    if (!s.points.empty()) series.push_back(s);
+  }
+  if (series.empty()) {
+    fig.skip_reason = "no run has sparse MoE layers (no `/experts` in the result files)";
+    return fig;
+  }
+  // x: the layers drawn and half a layer either side (the line at 1 spans it), integer tics
+  double first_layer = series.front().points.front().first, last_layer = first_layer;
+  for (const auto& s : series) {
+    first_layer = std::min(first_layer, s.points.front().first);
+    last_layer = std::max(last_layer, s.points.back().first);
+  }
+  const double tic = std::max(1.0, std::ceil((last_layer - first_layer) / 12.0));
+  write_series(dir + "/expert_load.dat", series, "layer  busiest_expert_over_mean", false);
+  write_gnuplot_script(dir, "expert_load",
+                       "set title 'Expert load: busiest expert / mean expert per sparse layer'\n"
+                       "set xlabel 'sparse layer (index in the model)'\n"
+                       "set ylabel 'slots of the busiest expert / mean'\n"
+                       "set xrange [" + num(first_layer - 0.5) + ":" + num(last_layer + 0.5) +
+                           "]\nset xtics " + num(tic) + "\nset yrange [0:*]\n" +
+                           series_plot("expert_load.dat", series, false) +
+                           ", \\\n     1 with lines dt 2 lw 2 lc rgb 'black' title 'even routing'");
+  fig.has_data = true;
+  return fig;
+}
+
 }  // namespace
 
 std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std::string& outdir) {
@@ -447,7 +492,7 @@ std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std:
           stacked(rows, outdir, true),
           stacked(rows, outdir, false),    bubble(rows, outdir),
           split_ablation(rows, outdir),    loss_curves(rows, outdir),
-          plan_accuracy(rows, outdir)})
+          plan_accuracy(rows, outdir),     expert_load(rows, outdir)})
     figures.push_back(std::move(f));
   return figures;
 }

@@ -12,6 +12,7 @@
 //   split_ablation        tokens/s per pipeline split (uniform / params / balanced ...)
 //   loss_curves           loss per step of every configuration, overlaid
 //   plan_accuracy         hlp-plan's predicted / measured peak and tokens/s per configuration
+//   expert_load           busiest expert / mean expert per sparse MoE layer, per configuration
 //   pareto_t<T>           tokens/s per device vs peak per device at context T, fronts drawn
 #include <string>
 #include <vector>

@@ -16,7 +16,7 @@ namespace schema = metrics::schema;
 namespace {
 
 // The mesh is part of the strategy's name (fsdp2+tp2): these never label a competitor.
-const std::set<std::string> kNamedByStrategy = {"strategy", "dp", "pp", "tp", "cp"};
+const std::set<std::string> kNamedByStrategy = {"strategy", "dp", "pp", "tp", "cp", "ep"};
 
 struct Part {
   const char* metric;

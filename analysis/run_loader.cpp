@@ -27,6 +27,17 @@ std::string RunData::key() const {
   return k;
 }
 
+double ExpertLoad::imbalance(size_t l) const {
+  int64_t busiest = 0, total = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t v = tokens[l * size_t(experts) + size_t(e)];
+    busiest = std::max(busiest, v);
+    total += v;
+  }
+  return total > 0 ? double(busiest) / (double(total) / double(experts))
+                   : std::numeric_limits<double>::quiet_NaN();
+}
+
 int64_t RunData::config_int(const std::string& column) const {
   auto it = config.find(column);
   if (it == config.end()) return -1;
@@ -91,7 +102,8 @@ const std::vector<std::string>& analysed_metrics() {
       schema::kOptimizerBytes, schema::kActivationBytes, schema::kMfuModel,
       schema::kMfuExecuted,  schema::kPipelineWait,  schema::kOther,
       schema::kCpuUtil,      schema::kActivationPredicted,
-      schema::kStepSkipped,  schema::kLossScale};  // fp16 loss scaling (absent in older files)
+      schema::kStepSkipped,  schema::kLossScale,  // fp16 loss scaling (absent in older files)
+      schema::kExpertImbalance, schema::kAllToAllBytes};  // sparse MoE models only
   return m;
 }
 
@@ -177,6 +189,16 @@ RunData load_one(const std::string& path) {
   c["tp"] = std::to_string(mesh[2]);
   // context parallelism (issue 25): from the config (files from before it have none: cp 1)
   c["cp"] = ini_value(ini, "cp") == "?" ? "1" : ini_value(ini, "cp");
+  // expert parallelism: carved out of dp x cp, so not in `mesh`; its size is mesh_sizes' entry
+  // for the axis mesh_axes names "ep" (files before it have none: ep 1)
+  c["ep"] = "1";
+  if (reader.has_attr(schema::kAttrMeshAxes) && reader.has_attr(schema::kAttrMeshSizes)) {
+    std::istringstream axes(reader.attr_string(schema::kAttrMeshAxes));
+    const auto sizes = reader.attr_ints(schema::kAttrMeshSizes);
+    std::string axis;
+    for (size_t i = 0; std::getline(axes, axis, ',') && i < sizes.size(); ++i)
+      if (axis == "ep") c["ep"] = std::to_string(sizes[i]);
+  }
   c["world_size"] = std::to_string(reader.world_size());
   c["device"] = reader.has_attr(schema::kAttrDevice) ? reader.attr_string(schema::kAttrDevice) : "?";
   const auto model = reader.model();
@@ -261,6 +283,25 @@ RunData load_one(const std::string& path) {
       run.per_step[kPredictedPeak] = reduce_over_ranks(sum, RankReduction::Max);
   }
   if (const auto model = reader.model()) run.plan_tokens_per_s = model->plan_tokens_per_s;
+  // sparse MoE layers: the slots per layer and expert, summed over /experts' steps
+  if (const auto experts = reader.experts()) {
+    // L x E; tokens_per_expert holds one such table per step, rank_tokens_per_expert one per
+    // rank (which also bounds L x E by the file's size before anything is allocated for it)
+    int64_t row = 0;
+    const uint64_t world = uint64_t(reader.world_size());
+    if (experts->experts < 1 || experts->layers.empty() ||
+        __builtin_mul_overflow(int64_t(experts->layers.size()), experts->experts, &row) ||
+        experts->tokens.size() % uint64_t(row) != 0 || experts->rank_tokens.size() % world != 0 ||
+        experts->rank_tokens.size() / world != uint64_t(row))
+      throw user_error("'", path, "': /experts holds ", experts->tokens.size(), " and ",
+                       experts->rank_tokens.size(), " token counts for ", experts->layers.size(),
+                       " layers x ", experts->experts, " experts (damaged file)");
+    run.expert_load.experts = experts->experts;
+    run.expert_load.layers = experts->layers;
+    run.expert_load.tokens.assign(size_t(row), 0);
+    for (size_t i = 0; i < experts->tokens.size(); ++i)
+      run.expert_load.tokens[i % size_t(row)] += experts->tokens[i];
+  }
   if (pipeline && is_pipeline) {  // the trace is read only here: other runs stay cheap to load
     std::vector<std::vector<metrics::TraceEvent>> events(static_cast<size_t>(reader.world_size()));
     for (int r = 0; r < reader.world_size(); ++r) events[static_cast<size_t>(r)] = reader.trace(r);

@@ -19,9 +19,9 @@ namespace hlp::analysis {
 // path and checkpointing do NOT identify a configuration.
 inline const std::vector<std::string>& config_columns() {
   static const std::vector<std::string> cols = {
-      "strategy", "dp", "pp", "tp", "cp", "world_size", "device", "model", "pattern", "lora_rank",
-      "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split", "pp_schedule",
-      "pp_virtual",
+      "strategy", "dp", "pp", "tp", "cp", "ep", "world_size", "device", "model", "pattern",
+      "lora_rank", "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split",
+      "pp_schedule", "pp_virtual",
       "precision", "base_dtype", "act_ckpt", "gdn_mode", "attn_impl"};
   return cols;
 }
@@ -30,6 +30,19 @@ inline const std::vector<std::string>& config_columns() {
 // the activation peak hlp-train predicted before the first step (hlp-plan composes it alike),
 // max over ranks. Derived at load time; absent where the prediction is.
 inline constexpr const char* kPredictedPeak = "predicted_peak_bytes";
+
+// Routing of a model with sparse MoE layers (/experts): the (token, k) slots each sparse layer
+// routed to each expert, over every rank's tokens, summed over steps (a ConfigRow: also over its
+// runs). Empty for dense models.
+struct ExpertLoad {
+  int64_t experts = 0;          // E
+  std::vector<int64_t> layers;  // the sparse layers' indices in the model, in model order [L]
+  std::vector<int64_t> tokens;  // [L x E]
+  bool empty() const { return layers.empty(); }
+  // Sparse layer l (0..L-1): slots of its busiest expert / mean over its experts (1 = even);
+  // NaN when it routed nothing.
+  double imbalance(size_t l) const;
+};
 
 struct RunData {
   std::string path;
@@ -50,6 +63,8 @@ struct RunData {
   // Pipeline runs: the bubble per step measured from /trace (trace_bubble.h); empty vectors
   // for other runs, zero counts when the run was not traced.
   TraceBubble trace_bubble;
+  // Models with sparse MoE layers: /experts' slots per layer and expert over the file's table.
+  ExpertLoad expert_load;
   // Identifies the job that wrote the file (start time, Slurm ids, hosts, config): two files
   // with the same id are copies of one run, not reruns.
   std::string job_id;

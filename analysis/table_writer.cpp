@@ -59,6 +59,12 @@ const std::vector<MetricColumn>& metric_columns() {
     median(schema::kOther);
     median(schema::kCpuUtil);
     median(schema::kCommBytes);
+    // sparse MoE models only (empty elsewhere): the step's worst layer's routing imbalance, and
+    // the all-to-all bytes of the fullest rank in MiB
+    median(schema::kExpertImbalance);
+    c.push_back({"all_to_all_mib_per_step_median", [](const ConfigRow& r) {
+                   return stat_field(r, schema::kAllToAllBytes, 0) / (1024.0 * 1024.0);
+                 }});
     median(schema::kMfuModel);
     median(schema::kMfuExecuted);
     c.push_back({"bubble_fraction", [](const ConfigRow& r) { return r.bubble_fraction; }});
@@ -141,9 +147,11 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
       out << (i ? ", " : " ") << common[i] << " = " << rows.front().value(common[i]);
     out << "\n\n";
   }
-  bool any_pipeline = false, any_oversubscribed = false, any_skipped_column = false;
+  bool any_pipeline = false, any_oversubscribed = false, any_skipped_column = false, any_moe = false;
   for (const auto& r : rows) {
     any_skipped_column = any_skipped_column || !std::isnan(r.skipped_steps);
+    any_moe = any_moe || !std::isnan(r.median(schema::kExpertImbalance)) ||
+              !std::isnan(r.median(schema::kAllToAllBytes));
     any_pipeline = any_pipeline || r.config_int("pp") > 1;
     any_oversubscribed = any_oversubscribed || r.oversubscribed_runs > 0;
   }
@@ -152,6 +160,9 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
          "tok/s/dev = global / world size; peak = max over ranks and steps; exposed comm = "
          "time blocked in collectives"
       << (any_pipeline ? ", pipeline wait = time a stage waits for its neighbour" : "")
+      << (any_moe ? "; expert imbalance = the step's worst sparse layer's busiest expert / mean "
+                    "expert (1 = even), all-to-all = MiB the fullest rank sent by all-to-all"
+                  : "")
       << "; cpu = CPU cores busy per rank (process CPU s / wall s).\n\n";
 
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -217,6 +228,14 @@ void write_markdown(std::ostream& out, const std::vector<ConfigRow>& rows, int64
     cols.push_back({"pipeline wait %", [](const ConfigRow& r) {
                       return r.config_int("pp") > 1 ? cell("%.1f", 100.0 * r.pipeline_wait_fraction) : "";
                     }});
+  if (any_moe) {  // sparse MoE models; "–" for the dense rows beside them
+    cols.push_back({"expert imbalance", [](const ConfigRow& r) {
+                      return cell("%.2f", r.median(schema::kExpertImbalance));
+                    }});
+    cols.push_back({"all-to-all MiB/step", [=](const ConfigRow& r) {
+                      return cell("%.2f", r.median(schema::kAllToAllBytes) / kMiB);
+                    }});
+  }
   cols.push_back({"cpu", [](const ConfigRow& r) { return cell("%.2f", r.median(schema::kCpuUtil)); }});
   cols.push_back({"MFU model %", [](const ConfigRow& r) { return cell("%.2f", 100.0 * r.median(schema::kMfuModel)); }});
   cols.push_back({"MFU exec %", [](const ConfigRow& r) { return cell("%.2f", 100.0 * r.median(schema::kMfuExecuted)); }});

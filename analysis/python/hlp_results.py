@@ -22,14 +22,15 @@ analysis/table_writer.cpp (the CSV columns). The file layout is docs/results-sch
 
 ``configs``
     one row per configuration (the table's rows, in its order; index ``config_id``). Columns:
-    the configuration columns (``CONFIG_COLUMNS``: strategy, dp, pp, tp, cp, world_size, ...,
-    attn_impl; integers where every value is one, else the text hlp-analyze prints, with "-" for
-    "does not apply" and "?" for "unknown"), ``runs``, ``incomplete_runs``, ``steps_used`` and
+    the configuration columns (``CONFIG_COLUMNS``: strategy, dp, pp, tp, cp, ep, world_size,
+    ..., attn_impl; integers where every value is one, else the text hlp-analyze prints, with "-"
+    for "does not apply" and "?" for "unknown"), ``runs``, ``incomplete_runs``, ``steps_used`` and
     every metric column of ``hlp-analyze table --csv`` except those in ``NOT_REPRODUCED``
     (``step_time_s_median/_min/_max``, ``tokens_per_s_*``, ``tokens_per_s_per_device_median``,
     ``peak_bytes_max``, ``predicted_*``, the ``*_bytes_median`` and ``*_s_median`` columns,
     ``comm_exposed_fraction``, ``pipeline_wait_fraction``, ``cpu_util_median``,
-    ``comm_bytes_median``, ``mfu_model_median``, ``mfu_executed_median``, ``bubble_fraction``,
+    ``comm_bytes_median``, ``expert_imbalance_median`` and ``all_to_all_mib_per_step_median``
+    (sparse MoE models only), ``mfu_model_median``, ``mfu_executed_median``, ``bubble_fraction``,
     ``bubble_fraction_trace``, ``bubble_fraction_theory``, ``bubble_fraction_simulated``,
     ``final_loss``, ``skipped_steps``, ``device_hours``, ``oversubscribed_runs``); absent values
     are NaN (the CSV's empty cells). Extra column ``paths``: the row's files (tuple, load order).
@@ -68,6 +69,7 @@ Rules (analysis/README.md, "How numbers are reduced"): per step over ranks as ab
 configuration pool their remaining steps; median / min / max of the pool; ``peak_bytes_max`` =
 max over ranks, used steps and runs; ``tokens_per_s_per_device_median`` = median / world size;
 ``comm_exposed_fraction`` = median over pooled steps of comm_exposed_s / step_time_s;
+``all_to_all_mib_per_step_median`` = the median of ``all_to_all_bytes`` (max over ranks) / 2**20;
 ``final_loss`` = mean over runs of the last step's loss; ``skipped_steps`` counted over all
 steps, warm-up included; ``device_hours`` = Σ over runs of wall time × world size / 3600 (NaN
 when a run has no end time).
@@ -99,16 +101,17 @@ SCHEMA_VERSION = 1  # src/metrics/schema.h kSchemaVersion: the versions this rea
 
 # analysis/run_loader.h config_columns(), in table order
 CONFIG_COLUMNS = (
-    "strategy", "dp", "pp", "tp", "cp", "world_size", "device", "model", "pattern", "lora_rank",
-    "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split", "pp_schedule",
-    "pp_virtual", "precision", "base_dtype", "act_ckpt", "gdn_mode", "attn_impl")
+    "strategy", "dp", "pp", "tp", "cp", "ep", "world_size", "device", "model", "pattern",
+    "lora_rank", "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split",
+    "pp_schedule", "pp_virtual", "precision", "base_dtype", "act_ckpt", "gdn_mode", "attn_impl")
 
 # analysis/run_loader.cpp analysed_metrics(): the step metrics the table is built from
 ANALYSED_METRICS = (
     "loss", "step_time_s", "tokens_per_s", "data_wait_s", "forward_s", "backward_s",
     "optimizer_s", "comm_exposed_s", "comm_bytes", "peak_bytes", "param_bytes", "grad_bytes",
     "optimizer_bytes", "activation_bytes", "mfu_model", "mfu_executed", "pipeline_wait_s",
-    "other_s", "cpu_util", "activation_predicted_bytes", "step_skipped", "loss_scale")
+    "other_s", "cpu_util", "activation_predicted_bytes", "step_skipped", "loss_scale",
+    "expert_imbalance", "all_to_all_bytes")
 
 PREDICTED_PEAK = "predicted_peak_bytes"  # run_loader.h kPredictedPeak
 
@@ -125,6 +128,7 @@ CSV_METRIC_COLUMNS = (
     "data_wait_s_median", "forward_s_median", "backward_s_median", "optimizer_s_median",
     "comm_exposed_s_median", "comm_exposed_fraction", "pipeline_wait_s_median",
     "pipeline_wait_fraction", "other_s_median", "cpu_util_median", "comm_bytes_median",
+    "expert_imbalance_median", "all_to_all_mib_per_step_median",
     "mfu_model_median", "mfu_executed_median", "bubble_fraction", "bubble_fraction_trace",
     "bubble_fraction_theory", "bubble_fraction_simulated", "bubble_fraction_replay",
     "bubble_fraction_step_theory", "final_loss", "skipped_steps", "device_hours",
@@ -529,6 +533,39 @@ def _read_pipeline(f, path):
     return p
 
 
+def _check_experts(f, path, world, file_bytes):
+    """ResultReader::experts() and run_loader.cpp's check of it: a damaged /experts skips the
+    file as in hlp-analyze (which reads it for the figure expert_load; the tables here do not
+    need its counts, so only the attributes and the datasets' shapes are read)."""
+    if "experts" not in f:
+        return
+    g = f["experts"]
+    where = f"{path}: /experts"
+    if not isinstance(g, h5py.Group):
+        raise _Skip(f"{where}: not a group (the file may be truncated or corrupt)")
+    experts = _attr_number(g, "experts", where, int)
+    for a in ("top_k", "ep"):
+        _attr_number(g, a, where, int)
+    layers = _attr_numbers(g, "layers", where, int)
+    _attr_number(g, "first_step", where, int)
+    _attr_numbers(g, "all_to_all_bytes", where, int)
+    sizes = []
+    for name in ("tokens_per_expert", "rank_tokens_per_expert"):
+        ds = g.get(name)
+        if not isinstance(ds, h5py.Dataset) or ds.ndim != 3:
+            raise _Skip(f"{where}: {name}: not a 3-D dataset (the file may be truncated or "
+                        "corrupt)")
+        if int(np.prod(ds.shape, dtype=object)) * 8 > file_bytes:
+            raise _Skip(f"{where}: {name}: its extent claims more data than the whole file "
+                        f"({file_bytes} bytes) (the file may be truncated or corrupt)")
+        sizes.append(int(np.prod(ds.shape, dtype=object)))
+    row = len(layers) * experts
+    if experts < 1 or not layers or row > _INT64_MAX or sizes[0] % row != 0 \
+            or sizes[1] % world != 0 or sizes[1] // world != row:
+        raise _Skip(f"'{path}': /experts holds {sizes[0]} and {sizes[1]} token counts for "
+                    f"{len(layers)} layers x {experts} experts (damaged file)")
+
+
 def _open(path):
     if not os.path.isfile(path):
         raise _Skip(f"result file '{path}' does not exist or is not a file")
@@ -601,6 +638,13 @@ def _load_open(f, path, file_bytes):
                     "below 1 (corrupt file)")
     c["dp"], c["pp"], c["tp"] = (str(v) for v in mesh)
     c["cp"] = "1" if _ini_value(ini, "cp") == "?" else _ini_value(ini, "cp")
+    # ep: mesh_sizes' entry for the axis mesh_axes names "ep" (not in `mesh`); 1 without it
+    c["ep"] = "1"
+    if "mesh_axes" in f.attrs and "mesh_sizes" in f.attrs:
+        axes = _attr_str(f, "mesh_axes", path).split(",")
+        for axis, size in zip(axes, _attr_numbers(f, "mesh_sizes", path, int)):
+            if axis == "ep":
+                c["ep"] = str(size)
     c["world_size"] = str(world)
     c["device"] = _attr_str(f, "device", path) if "device" in f.attrs else "?"
     model = _read_model(f, path)
@@ -693,6 +737,7 @@ def _load_open(f, path, file_bytes):
             per_step[PREDICTED_PEAK] = _reduce_over_ranks(total, "max")
     run["per_step"] = per_step
     run["plan_tokens_per_s"] = model["plan_tokens_per_s"] if model else _NAN
+    _check_experts(f, path, world, file_bytes)
     run["trace_bubble"] = None
     if has_pipe:  # the trace is read only for pipeline runs, as in run_loader.cpp
         events = [_read_trace(f, r, path, file_bytes) for r in range(world)]
@@ -898,7 +943,11 @@ def _aggregate(runs, warmup):
             out["comm_exposed_fraction"] = _median_of(comm_fraction)
             out["pipeline_wait_s_median"] = stat("pipeline_wait_s", 0)
             out["pipeline_wait_fraction"] = _median_of(wait_fraction)
-            for m in ("other_s", "cpu_util", "comm_bytes", "mfu_model", "mfu_executed"):
+            for m in ("other_s", "cpu_util", "comm_bytes", "expert_imbalance"):
+                out[m + "_median"] = stat(m, 0)
+            out["all_to_all_mib_per_step_median"] = float(
+                np.float64(stat("all_to_all_bytes", 0)) / (1024.0 * 1024.0))
+            for m in ("mfu_model", "mfu_executed"):
                 out[m + "_median"] = stat(m, 0)
             out["bubble_fraction"] = _median_of(bubbles)
             out["bubble_fraction_trace"] = _median_of(bubbles_trace)

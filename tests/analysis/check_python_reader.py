@@ -29,7 +29,8 @@ REQUIRED = list(hlp_results.CONFIG_COLUMNS) + [
     "tokens_per_s_median", "tokens_per_s_min", "tokens_per_s_max",
     "tokens_per_s_per_device_median", "peak_bytes_max", "mfu_model_median", "mfu_executed_median",
     "comm_exposed_fraction", "final_loss", "param_bytes_median", "forward_s_median",
-    "bubble_fraction", "bubble_fraction_trace", "oversubscribed_runs"]
+    "bubble_fraction", "bubble_fraction_trace", "oversubscribed_runs",
+    "expert_imbalance_median", "all_to_all_mib_per_step_median"]  # the known set's MoE file
 # Columns that must hold a number (not only empty cells) in some row of every variant.
 MUST_HAVE_VALUES = ["step_time_s_median", "tokens_per_s_median", "tokens_per_s_per_device_median",
                     "peak_bytes_max", "mfu_model_median", "final_loss"]

@@ -2,8 +2,10 @@
 """Runs `hlp-analyze report INPUT -o OUTDIR` and checks that every expected figure exists as a
 valid PNG and SVG (+ its .gp script and .dat data), that index.md embeds each one and notes the
 skipped ones, and that the tables were written. Optionally checks `trace` on one file, and that a
-missing gnuplot is a clear error.
-Usage: check_report.py HLP_ANALYZE INPUT OUTDIR --figures a,b,c --skipped d,e [--trace FILE.h5]"""
+missing gnuplot is a clear error; with --moe-fixture, the points of expert_load.dat against the
+MoE file of write_fixtures.cpp (moe_expert_parallel).
+Usage: check_report.py HLP_ANALYZE INPUT OUTDIR --figures a,b,c --skipped d,e [--trace FILE.h5]
+                       [--plan] [--moe-fixture]"""
 import argparse
 import json
 import os
@@ -24,7 +26,30 @@ ap.add_argument("--trace", default="")
 # real runs carry hlp-plan's prediction (hlp-train writes it): the CSV puts it beside the
 # measurement, the predicted peak within 10 % of the measured one
 ap.add_argument("--plan", action="store_true")
+ap.add_argument("--moe-fixture", action="store_true")
 args = ap.parse_args()
+
+# write_fixtures.cpp moe_expert_parallel: /experts tokens_per_expert [step][sparse layer][expert]
+# of the one MoE configuration (tiny-moe ddp+ep2, 2 ranks, T 64), sparse layers 1 and 3
+MOE_SERIES = "tiny-moe ddp+ep2 n=2 T=64"
+MOE_LAYERS = (1, 3)
+MOE_TOKENS = (((384, 64, 32, 32), (128, 128, 128, 128)),
+              ((192, 128, 96, 96), (160, 128, 112, 112)),
+              ((128, 160, 96, 128), (128, 128, 128, 128)),
+              ((128, 128, 128, 128), (64, 256, 96, 96)))
+
+
+def dat_series(path):
+    """A write_series .dat file: {series name: [(x, y), ...]}."""
+    series, name = {}, None
+    for line in open(path):
+        if line.startswith("# series: "):
+            name = line[len("# series: "):].rstrip("\n")
+            series[name] = []
+        elif line.strip() and not line.startswith("#") and name is not None:
+            x, y = line.split()[:2]
+            series[name].append((float(x), float(y)))
+    return series
 
 
 shutil.rmtree(args.outdir, ignore_errors=True)
@@ -76,6 +101,24 @@ if args.plan:
         expect(tokens > 0 and ratio > 0, f"{what}: predicted tokens/s {tokens:.0f} (ratio {ratio:.2f})")
     md = open(os.path.join(args.outdir, "table.md")).read()
     expect("peak pred / meas" in md and "tok/s pred / meas" in md, "table.md has the plan columns")
+
+if args.moe_fixture:
+    # per sparse layer: slots summed over the steps, busiest expert / mean expert
+    want = []
+    for layer_index, layer in enumerate(MOE_LAYERS):
+        totals = [sum(step[layer_index][e] for step in MOE_TOKENS) for e in range(4)]
+        want.append((float(layer), max(totals) / (sum(totals) / len(totals))))
+    expect(want == [(1.0, 1.625), (3.0, 1.25)], f"the fixture's expert load: {want}")
+    dat = os.path.join(args.outdir, "expert_load.dat")
+    got = dat_series(dat) if os.path.exists(dat) else {}
+    expect(list(got) == [MOE_SERIES], f"expert_load.dat: one series, {MOE_SERIES!r}: {list(got)}")
+    points = got.get(MOE_SERIES, [])
+    expect(len(points) == len(want) and
+           all(gx == wx and abs(gy - wy) <= 1e-9 for (wx, wy), (gx, gy) in zip(want, points)),
+           f"expert_load.dat points {points}, want {want}")
+    gp = os.path.join(args.outdir, "expert_load.gp")
+    expect(os.path.exists(gp) and "even routing" in open(gp).read(),
+           "expert_load.gp draws the even-routing line at 1")
 
 for name in filter(None, args.skipped.split(",")):
     expect(f"*Skipped (`{name}`)" in index, f"index.md notes that {name} was skipped")

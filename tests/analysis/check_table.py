@@ -52,7 +52,10 @@ NAN = math.nan
 
 # ---- default warm-up (1): the known table --------------------------------------------------------
 rows, err = table(KNOWN)
-expect([r["strategy"] for r in rows] == ["ddp", "ddp", "fsdp", "pp", "pp", "pp", "pp", "single"],
+# 9 configurations: ddp at T 64 and 128, the MoE file ddp+ep2 (after "ddp": a longer name), fsdp,
+# four pipelines, single
+expect([r["strategy"] for r in rows] ==
+       ["ddp", "ddp", "ddp+ep2", "fsdp", "pp", "pp", "pp", "pp", "single"],
        f"rows and their order: {[r['strategy'] for r in rows]}")
 expect("incomplete.h5" in err and "incomplete" in err and len(err.strip().splitlines()) == 1,
        f"one stderr line for the incomplete file, got: {err!r}")
@@ -68,7 +71,8 @@ check_values(ddp, "ddp64", runs="2", incomplete_runs="0", steps_used="6", world_
              param_bytes_median=100.0, grad_bytes_median=10.0, optimizer_bytes_median=20.0,
              activation_bytes_median=1000.0, forward_s_median=0.25, backward_s_median=0.5,
              comm_exposed_s_median=1.0, comm_exposed_fraction=0.375, mfu_model_median=0.4,
-             final_loss=1.25, bubble_fraction=NAN, data_wait_s_median=NAN)
+             final_loss=1.25, bubble_fraction=NAN, data_wait_s_median=NAN, ep="1",
+             expert_imbalance_median=NAN, all_to_all_mib_per_step_median=NAN)
 check_values(find(rows, strategy="ddp", seq_len=128), "ddp128", runs="1", steps_used="1",
              step_time_s_median=4.0)
 check_values(find(rows, strategy="fsdp"), "fsdp", runs="1", steps_used="3", seq_len="64",
@@ -84,6 +88,36 @@ check_values(find(rows, strategy="pp", pp_split="uniform"), "pp-uni-m4", micro_b
 check_values(find(rows, strategy="pp", pp_split="balanced", micro_batches=8), "pp-bal-m8",
              tokens_per_s_median=1000.0, bubble_fraction=0.15, bubble_fraction_trace=NAN)
 check_values(ddp, "ddp64", bubble_fraction_trace=NAN, bubble_fraction_theory=NAN)
+
+# ---- sparse MoE layers with expert parallelism (write_fixtures.cpp moe_expert_parallel) ---------
+# ep from mesh_axes / mesh_sizes (not in `mesh`: dp stays 2); expert_imbalance per step
+# {3, 1.5, 1.25, 2}, all-to-all MiB per step (max over ranks) {0, 2, 4, 3}; warm-up 1 leaves
+# {1.5, 1.25, 2} and {2, 4, 3}
+moe = find(rows, strategy="ddp+ep2")
+check_values(moe, "moe", ep="2", dp="2", pp="1", tp="1", cp="1", world_size="2", model="tiny-moe",
+             runs="1", steps_used="3", expert_imbalance_median=1.5,
+             all_to_all_mib_per_step_median=3.0, step_time_s_median=2.0)
+for r in rows:  # dense models (and files without mesh_axes): ep 1, no expert columns
+    if r["strategy"] != "ddp+ep2":
+        expect(r["ep"] == "1" and r["expert_imbalance_median"] == "" and
+               r["all_to_all_mib_per_step_median"] == "",
+               f"{r['strategy']} T{r['seq_len']}: ep 1 and empty expert columns: "
+               f"{r['ep']!r} {r['expert_imbalance_median']!r} "
+               f"{r['all_to_all_mib_per_step_median']!r}")
+code, out, _ = run("table", KNOWN)
+md = [l for l in out.splitlines() if l.startswith("|")]
+md_rows = []
+if code == 0 and len(md) >= 3:
+    header = [c.strip() for c in md[0].strip("|").split("|")]
+    md_rows = [dict(zip(header, (c.strip() for c in l.strip("|").split("|")))) for l in md[2:]]
+moe_md = [r for r in md_rows if r.get("strategy") == "ddp+ep2"]
+expect(len(moe_md) == 1 and moe_md[0].get("ep") == "2" and
+       moe_md[0].get("expert imbalance") == "1.50" and
+       moe_md[0].get("all-to-all MiB/step") == "3.00",
+       f"markdown: the MoE row's ep and expert columns: {moe_md}")
+expect(all(r.get("expert imbalance") == "–" and r.get("all-to-all MiB/step") == "–"
+           for r in md_rows if r.get("strategy") != "ddp+ep2") and len(md_rows) == 9,
+       f"markdown: dense rows show – in the expert columns: {md_rows}")
 
 
 # ---- the pipeline bubble measured from hand-placed trace spans (write_fixtures.cpp) -------------
@@ -116,11 +150,15 @@ expect((traced_md.get("bubble (in-process) %"), traced_md.get("bubble (trace) %"
        f"markdown bubbles of the traced pipeline: {traced_md}")
 expect(cells.get(("8", "balanced"), {}).get("bubble (trace) %") == "–",
        f"markdown: a pipeline without a trace shows – : {cells.get(('8', 'balanced'))}")
+expect(lines and "expert imbalance" not in lines[0] and "all-to-all" not in lines[0],
+       f"markdown: no expert columns without a MoE row: {lines[:1]}")
 
 # ---- warm-up is configurable ----------------------------------------------------------------------
 rows, _ = table(KNOWN, "--warmup", "0")
 check_values(find(rows, strategy="ddp", seq_len=64), "ddp64 w0", steps_used="8",
              step_time_s_median=5.5, step_time_s_max=9.0, peak_bytes_max=9999.0)
+check_values(find(rows, strategy="ddp+ep2"), "moe w0", steps_used="4",
+             expert_imbalance_median=1.75, all_to_all_mib_per_step_median=2.5)
 rows, _ = table(KNOWN, "--warmup", "2")
 check_values(find(rows, strategy="ddp", seq_len=64), "ddp64 w2", steps_used="4",
              step_time_s_median=4.5, step_time_s_min=3.0)
@@ -131,7 +169,9 @@ check_values(find(rows, strategy="ddp", seq_len=64), "ddp64 w10", steps_used="2"
 
 # ---- --include-incomplete -------------------------------------------------------------------------
 rows, err = table(KNOWN, "--include-incomplete")
-expect(len(rows) == 9 and err.strip() == "", f"9 rows, quiet stderr with --include-incomplete: {err!r}")
+# the 9 configurations above and the incomplete file's
+expect(len(rows) == 10 and err.strip() == "",
+       f"10 rows, quiet stderr with --include-incomplete: {err!r}")
 check_values(find(rows, strategy="ddp", seq_len=256), "incomplete", runs="1", incomplete_runs="1",
              step_time_s_median=3.0)
 

@@ -1,5 +1,5 @@
 // Unit tests of the aggregation rules on in-memory runs (no files): INI parsing, medians,
-// warm-up exclusion, pooling of reruns, the rank reductions, CSV layout.
+// warm-up exclusion, pooling of reruns (expert load included), the rank reductions, CSV layout.
 #include "catch_compat.h"
 
 #include <cmath>
@@ -84,6 +84,27 @@ TEST_CASE("analysis: NaN steps (ranks that reported nothing) are ignored") {
   CHECK(rows[0].stats.at(schema::kStepTime).n == 2);
 }
 
+TEST_CASE("analysis: expert load pools reruns per layer and expert; busiest / mean per layer") {
+  auto moe = [](std::vector<int64_t> tokens) {
+    an::RunData r = run("ddp+ep2", 64, {1, 2});
+    r.expert_load.experts = 2;
+    r.expert_load.layers = {1, 3};
+    r.expert_load.tokens = std::move(tokens);  // [layer 1: e0 e1, layer 3: e0 e1]
+    return r;
+  };
+  std::vector<an::RunData> runs = {moe({3, 1, 0, 0}), moe({1, 3, 0, 0}), run("ddp", 64, {1, 2})};
+  runs[1].path = "rerun";
+  const auto rows = an::aggregate(runs, 1);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].expert_load.empty());  // ddp: dense
+  const an::ExpertLoad& load = rows[1].expert_load;
+  const std::vector<int64_t> pooled = {4, 4, 0, 0};
+  REQUIRE(load.tokens == pooled);
+  CHECK(load.imbalance(0) == 1.0);        // pooled: even, though each run was 3 : 1 (1.5)
+  CHECK(std::isnan(load.imbalance(1)));   // routed nothing
+  CHECK(runs[0].expert_load.imbalance(0) == 1.5);
+}
+
 TEST_CASE("analysis: CSV has the configuration columns, counts and every metric column") {
   const auto rows = an::aggregate({run("ddp", 64, {1, 2, 3})}, 1);
   std::ostringstream out;
@@ -92,7 +113,7 @@ TEST_CASE("analysis: CSV has the configuration columns, counts and every metric 
   std::istringstream in(out.str());
   std::getline(in, header);
   std::getline(in, line);
-  CHECK(header.rfind("strategy,dp,pp,tp,cp,world_size,", 0) == 0);
+  CHECK(header.rfind("strategy,dp,pp,tp,cp,ep,world_size,", 0) == 0);
   CHECK(header.find(",runs,incomplete_runs,steps_used,step_time_s_median,") != std::string::npos);
   const auto commas = [](const std::string& s) { return std::count(s.begin(), s.end(), ','); };
   CHECK(commas(header) == commas(line));

@@ -3,7 +3,8 @@
 // for the 1,000-file benchmark. Run under `mpiexec -n 2`.
 //   write_fixtures known DIR          the known-value set (2-rank files, a 1-rank file via
 //                                     MPI_COMM_SELF, pipeline files, one of them with hand-placed
-//                                     forward/backward trace spans, one incomplete file)
+//                                     forward/backward trace spans, one incomplete file, one
+//                                     MoE file with expert parallelism and /experts)
 //   write_fixtures many DIR N         N small 1-rank files (rank r writes every r-th), 8 steps
 //   write_fixtures tie DIR            the Findings set: at T 64 ddp and fsdp2 differ by less than
 //                                     their step-to-step spread (a tie), fsdp is slower and leaner;
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <map>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ struct Spec {
   std::string path;
   std::string strategy = "ddp";
   std::array<int64_t, 3> mesh{2, 1, 1};
+  // mesh_axes dp,pp,tp,cp,ep and their sizes; empty: not written (files before 2026-11-26)
+  std::vector<int64_t> mesh_sizes;
+  std::string model = "tiny", pattern = "GGAS";
   int64_t seq_len = 64;
   int64_t seed = 1;
   std::string pp_split = "balanced";
@@ -41,13 +46,15 @@ struct Spec {
   bool pipeline = false;
   double bubble = 0.0, bubble_theory = 0.0;
   std::vector<std::vector<m::TraceEvent>> events;  // [rank]: this rank's trace (none if empty)
+  std::vector<std::string> extra_metrics;            // declared beyond schema::kStepMetrics
+  std::optional<m::ExpertsInfo> experts;             // /experts (sparse MoE layers)
 };
 
 std::string config_ini(const Spec& s) {
   return "# test configuration\nstrategy = " + s.strategy + "\ntp = " + std::to_string(s.mesh[2]) +
          "\npp = " + std::to_string(s.mesh[1]) + "\npp-split = " + s.pp_split +
          "\npp-schedule = 1f1b\nmicro-batches = " + std::to_string(s.micro_batches) +
-         "\nmodel = tiny\npattern = \nlora-rank = 8\nseq-len = " + std::to_string(s.seq_len) +
+         "\nmodel = " + s.model + "\npattern = \nlora-rank = 8\nseq-len = " + std::to_string(s.seq_len) +
          "\nmicro-batch = 2\nglobal-batch = 4\nseed = " + std::to_string(s.seed) +
          "\nprecision = fp32\nactivation-checkpointing = false\ngdn-mode = chunked\nout = " + s.path + "\n";
 }
@@ -59,6 +66,10 @@ void write(MPI_Comm comm, const Spec& s) {
   m::RunInfo info;
   info.strategy = s.strategy;
   info.mesh = s.mesh;
+  if (!s.mesh_sizes.empty()) {
+    info.mesh_axes = {"dp", "pp", "tp", "cp", "ep"};
+    info.mesh_sizes = s.mesh_sizes;
+  }
   info.config_ini = config_ini(s);
   info.libtorch_version = "none";
   info.peak_flops_per_device = 1e9;
@@ -66,10 +77,11 @@ void write(MPI_Comm comm, const Spec& s) {
   m::WriterOptions opt;
   opt.flush_every_steps = 2;
   opt.collective_writes = false;
+  opt.extra_metrics = s.extra_metrics;
   m::ResultWriter w(comm, s.path, info, opt);
   m::ModelInfo model;
-  model.name = "tiny";
-  model.pattern = "GGAS";
+  model.name = s.model;
+  model.pattern = s.pattern;
   model.params_total = 1000;
   model.params_trainable = 10;
   model.flops_per_token = 6000;
@@ -99,6 +111,7 @@ void write(MPI_Comm comm, const Spec& s) {
     p.micro_batches = s.micro_batches;
     w.write_pipeline(p);
   }
+  if (s.experts) w.write_experts(*s.experts);
   if (s.finish) w.finish();
 }
 
@@ -175,6 +188,49 @@ Spec pipeline_with_trace(const std::string& dir) {
   return p;
 }
 
+// MoE: ddp+ep2 on 2 ranks (ep carved out of dp = 2), model tiny-moe with sparse layers 1 and 3
+// of E = 4 experts, top 2; 4 steps, step 0 warm-up. Each step routes 512 (token, k) slots per
+// layer (global batch 4 x T 64 x top 2), mean 128 an expert:
+//   step 0  layer 1 {384, 64, 32, 32} (3.0)     layer 3 {128, 128, 128, 128} (1.0)  worst 3.0
+//   step 1  layer 1 {192, 128, 96, 96} (1.5)    layer 3 {160, 128, 112, 112} (1.25) worst 1.5
+//   step 2  layer 1 {128, 160, 96, 128} (1.25)  layer 3 {128, 128, 128, 128} (1.0)  worst 1.25
+//   step 3  layer 1 {128, 128, 128, 128} (1.0)  layer 3 {64, 256, 96, 96} (2.0)     worst 2.0
+// expert_imbalance = the worst per step; check_table.py expects its median 1.5 (warm-up 1) and
+// 1.75 (warm-up 0). Summed over the steps, layer 1 {832, 480, 352, 384} and layer 3
+// {480, 640, 464, 464}: busiest / mean = 832 / 512 = 1.625 and 640 / 512 = 1.25, the figure
+// expert_load's points (check_report.py --moe-fixture). all_to_all_bytes in MiB: rank 0
+// {0, 2, 1, 3}, rank 1 {0, 1, 4, 1}: max over ranks {0, 2, 4, 3}, median 3 (warm-up 1), 2.5 (0).
+Spec moe_expert_parallel(const std::string& dir) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  Spec s;
+  s.path = dir + "/moe/ddp_ep2.h5";
+  s.strategy = "ddp+ep2";
+  s.mesh_sizes = {2, 1, 1, 1, 2};
+  s.model = "tiny-moe";
+  s.extra_metrics = {schema::kExpertImbalance, schema::kAllToAllBytes};
+  s.values[schema::kStepTime] = same({3, 2, 2, 2});
+  s.values[schema::kExpertImbalance] = same({3.0, 1.5, 1.25, 2.0});
+  s.values[schema::kAllToAllBytes] = {{0, 2 * kMiB, 1 * kMiB, 3 * kMiB},
+                                      {0, 1 * kMiB, 4 * kMiB, 1 * kMiB}};
+  add_common(s, 4);
+  m::ExpertsInfo e;
+  e.experts = 4;
+  e.top_k = 2;
+  e.ep = 2;
+  e.layers = {1, 3};
+  e.first_step = 0;
+  e.tokens = {384, 64,  32,  32,  128, 128, 128, 128,   // step 0: layer 1, layer 3
+              192, 128, 96,  96,  160, 128, 112, 112,   // step 1
+              128, 160, 96,  128, 128, 128, 128, 128,   // step 2
+              128, 128, 128, 128, 64,  256, 96,  96};   // step 3
+  // each rank routed half of every expert's slots
+  e.rank_tokens = {416, 240, 176, 192, 240, 320, 232, 232,
+                   416, 240, 176, 192, 240, 320, 232, 232};
+  e.all_to_all_bytes = {int64_t(6 * kMiB), int64_t(6 * kMiB)};
+  s.experts = e;
+  return s;
+}
+
 void write_known(const std::string& dir) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -234,6 +290,8 @@ void write_known(const std::string& dir) {
   // PT: pipeline (pp = 2, m = 2) whose trace has hand-placed spans; check_table.py expects
   // bubble_fraction_trace = 0.53125 (warm-up 1), 0.625 (warm-up 0), 0.5 (warm-up 2), NaN (3).
   write(MPI_COMM_WORLD, pipeline_with_trace(dir));
+  // M: sparse MoE layers with expert parallelism (values above moe_expert_parallel).
+  write(MPI_COMM_WORLD, moe_expert_parallel(dir));
   // I: incomplete (no finish): complete = 0.
   Spec inc;
   inc.path = dir + "/incomplete.h5";
