@@ -24,6 +24,8 @@ const std::vector<TrainOption>& train_options() {
       {"pp", K::integer, {}, "pp"},
       {"cp", K::integer, {}, "cp"},
       {"cp-layout", K::choice, enum_names(parallel::kCpLayoutNames), ""},
+      {"cp-scheme", K::choice, enum_names(parallel::kCpSchemeNames), ""},
+      {"ep", K::integer, {}, "ep"},
       // model
       {"model", K::choice, model::preset_names(), ""},
       {"pattern", K::text, {}, ""},

@@ -118,6 +118,8 @@ parallel::PipeSchedule parse_schedule(const std::string& t) {
 const char* print_schedule(parallel::PipeSchedule s) { return parallel::to_string(s); }
 parallel::CpLayout parse_cp_layout(const std::string& t) { return parallel::parse_cp_layout(t); }
 const char* print_cp_layout(parallel::CpLayout l) { return parallel::to_string(l); }
+parallel::CpScheme parse_cp_scheme(const std::string& t) { return parallel::parse_cp_scheme(t); }
+const char* print_cp_scheme(parallel::CpScheme s) { return parallel::to_string(s); }
 train::DeviceKind parse_device(const std::string& t) {
   return parse_enum("device", t, train::kDeviceKindNames);
 }
@@ -163,6 +165,11 @@ void describe(OptionTable& t, Descriptions& d) {
         "context-parallel size: every sequence is split along T over cp ranks (G layers pass "
         "their delta-rule state between ranks, S layers a window halo, A layers ring attention); "
         "composes with ddp, fsdp2 and --tp; --strategy cp without it uses every rank (per tp group)");
+  t.add_choice(par, "cp-scheme", &C::cp_scheme, parse_cp_scheme, print_cp_scheme,
+        "how the Gated DeltaNet layers' state reaches the later pieces under --cp: chain (each "
+        "rank waits for the state of the piece before it: cp - 1 hops, LASP-1) | allgather (one "
+        "all-gather of every piece's d_k x d_k transition and state, each rank merges the prefix "
+        "it needs; backward the mirror: LASP-2 / fla)");
   t.add(par, "ep", &C::ep,
         "expert-parallel size: every mixture-of-experts layer's routed experts split over ep "
         "ranks carved out of the data-parallel (x cp) ranks, tokens dispatched to their experts "

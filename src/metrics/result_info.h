@@ -89,6 +89,7 @@ struct PipelineInfo {
 struct ContextParallelInfo {
   int64_t cp = 1;
   std::string layout;                       // "zigzag" | "contiguous"
+  std::string scheme = "chain";             // "chain" | "allgather" (the G layers' state)
   std::vector<std::string> exchange_kinds;  // names of the kinds in bytes_sent
   std::vector<int64_t> bytes_sent;          // [world x kinds x 2] (forward, backward)
   std::vector<int64_t> attention_score_entries;  // [world]

@@ -286,6 +286,127 @@ struct StateChainFn : torch::autograd::Function<StateChainFn> {
   }
 };
 
+// The same as StateChainFn by the allgather scheme: every rank gathers every piece's (M, Q),
+// merges the prefix of the states up to its own pieces, and in the backward gathers every
+// piece's R dO and merges the suffix of the state gradients down to them. Same arguments and
+// results as StateChainFn.
+struct StateGatherFn : torch::autograd::Function<StateGatherFn> {
+  // this rank's blocks (per local piece, in order: the flattened parts) all-gathered, and split
+  // back into every global piece's parts: out[piece][part], in the given shapes
+  static std::vector<std::vector<torch::Tensor>> gather_blocks(
+      ContextParallel& cp, const std::vector<std::vector<torch::Tensor>>& local,
+      const std::vector<std::vector<int64_t>>& shapes, int direction) {
+    const SeqLayout& l = cp.layout();
+    std::vector<torch::Tensor> flat;
+    for (const auto& piece : local)
+      for (const auto& part : piece) flat.push_back(part.contiguous().view(-1));
+    const auto send = torch::cat(flat);
+    const auto all = cp.comm().all_gather(send);  // [ranks, send.numel()]
+    cp.mutable_stats().bytes_sent[size_t(CpExchange::gdn_state)][size_t(direction)] +=
+        comm::tensor_bytes(send);
+    std::vector<std::vector<torch::Tensor>> out(size_t(l.piece_count()));
+    for (int r = 0; r < l.ranks; ++r) {
+      int64_t offset = 0;
+      for (const SeqPiece& p : l.pieces_of(r))
+        for (const auto& shape : shapes) {
+          int64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          out[size_t(p.index)].push_back(all[r].narrow(0, offset, n).view(shape));
+          offset += n;
+        }
+    }
+    return out;
+  }
+
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& o0_0,
+                               const torch::Tensor& R0, const torch::Tensor& M0,
+                               const torch::Tensor& Q0, const torch::Tensor& o0_1,
+                               const torch::Tensor& R1, const torch::Tensor& M1,
+                               const torch::Tensor& Q1, int64_t shard) {
+    auto* cp = reinterpret_cast<ContextParallel*>(shard);
+    const double t0 = now_s();
+    const SeqLayout& l = cp->layout();
+    const auto mine = l.local_pieces();
+    const std::array<torch::Tensor, 2> o0{o0_0, o0_1}, R{R0, R1}, M{M0, M1}, Q{Q0, Q1};
+    const auto q_shape = Q0.sizes().vec();                         // [B, H, dk, dv]
+    const std::vector<int64_t> m_shape{q_shape[0], q_shape[1], q_shape[2], q_shape[2]};
+    std::vector<std::vector<torch::Tensor>> local;
+    for (size_t s = 0; s < mine.size(); ++s)  // piece 0 has no transition: zeros, sent alike
+      local.push_back({mine[s].index == 0 ? torch::zeros(m_shape, Q0.options()) : M[s], Q[s]});
+    const auto blocks = gather_blocks(*cp, local, {m_shape, q_shape}, 0);
+    // the states entering every piece up to this rank's last: S_out = M S_in + Q
+    const int last = mine.back().index;
+    std::vector<torch::Tensor> S_in(size_t(last + 1));
+    torch::Tensor S;
+    for (int i = 0; i <= last; ++i) {
+      S_in[size_t(i)] = i == 0 ? torch::zeros(q_shape, Q0.options()) : S;
+      S = i == 0 ? blocks[0][1] : torch::matmul(blocks[size_t(i)][0], S) + blocks[size_t(i)][1];
+    }
+    std::array<torch::Tensor, 2> out, local_S_in;
+    for (size_t s = 0; s < mine.size(); ++s) {
+      const int i = mine[s].index;
+      local_S_in[s] = S_in[size_t(i)];
+      out[s] = i == 0 ? o0[s].clone()
+                      : o0[s] + torch::matmul(R[s].transpose(1, 2), local_S_in[s]).transpose(1, 2);
+    }
+    cp->mutable_stats().state_chain_s += now_s() - t0;
+    ctx->saved_data["shard"] = shard;
+    // every later piece's transition, for the backward's suffix (piece p: transitions[p])
+    std::vector<torch::Tensor> transitions;
+    for (const auto& b : blocks) transitions.push_back(b[0]);
+    ctx->saved_data["transitions"] = transitions;
+    const auto none = placeholder({}, Q0);
+    ctx->save_for_backward({R0, local_S_in[0], R1, local_S_in[1].defined() ? local_S_in[1] : none});
+    if (mine.size() == 1) out[1] = none.clone();
+    return {out[0], out[1]};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* cp = shard_of(ctx);
+    const double t0 = now_s();
+    const auto saved = ctx->get_saved_variables();
+    const std::array<torch::Tensor, 2> R{saved[0], saved[2]}, S_in{saved[1], saved[3]};
+    const auto transitions = ctx->saved_data["transitions"].toTensorVector();
+    const SeqLayout& l = cp->layout();
+    const auto mine = l.local_pieces();
+    const int pieces = l.piece_count();
+    const auto q_shape = S_in[0].sizes().vec();  // [B, H, dk, dv]
+    // each local piece's R dO = sum_t R_t dO_t^T (what its outputs ask of its incoming state)
+    std::array<torch::Tensor, 2> d_out_t;
+    std::vector<std::vector<torch::Tensor>> local;
+    for (size_t s = 0; s < mine.size(); ++s) {
+      torch::Tensor g = torch::zeros(q_shape, S_in[0].options());
+      if (grads[s].defined() && mine[s].index > 0) {
+        d_out_t[s] = grads[s].transpose(1, 2);  // [B, H, L, dv]
+        g = torch::matmul(R[s].transpose(1, 2).transpose(-1, -2), d_out_t[s]);
+      }
+      local.push_back({g});
+    }
+    const auto G = gather_blocks(*cp, local, {q_shape}, 1);
+    // the state gradients leaving every piece from the last down to this rank's first:
+    // dS_out(j) = dS_in(j + 1) = G(j + 1) + M(j + 1)^T dS_out(j + 1)
+    const int first = mine.front().index;
+    std::vector<torch::Tensor> dS_out(static_cast<size_t>(pieces));
+    torch::Tensor d = torch::zeros(q_shape, S_in[0].options());
+    for (int j = pieces - 1; j >= first; --j) {
+      dS_out[size_t(j)] = d;
+      if (j > 0) d = G[size_t(j)][0] + torch::matmul(transitions[size_t(j)].transpose(-1, -2), d);
+    }
+    std::array<torch::Tensor, 2> d_o0, dR, dM, dQ;
+    for (size_t s = 0; s < mine.size(); ++s) {
+      const int i = mine[s].index;
+      d_o0[s] = grads[s];
+      dQ[s] = dS_out[size_t(i)];
+      if (i == 0) continue;  // S_in = 0: nothing flows further back
+      dM[s] = torch::matmul(dS_out[size_t(i)], S_in[s].transpose(-1, -2));
+      if (d_out_t[s].defined())
+        dR[s] = torch::matmul(d_out_t[s], S_in[s].transpose(-1, -2)).transpose(1, 2);
+    }
+    cp->mutable_stats().state_chain_s += now_s() - t0;
+    return {d_o0[0], dR[0], dM[0], dQ[0], d_o0[1], dR[1], dM[1], dQ[1], torch::Tensor()};
+  }
+};
+
 // ---- attention ----
 
 // Softmax attention of query rows at [q_begin, ..) over keys at [k_begin, ..) (S layers: a piece
@@ -448,9 +569,10 @@ const char* cp_exchange_name(CpExchange kind) {
 }
 
 ContextParallel::ContextParallel(std::shared_ptr<comm::Communicator> cp_comm, int64_t seq_len,
-                                 bool zigzag)
+                                 bool zigzag, CpScheme scheme)
     : comm_(std::move(cp_comm)),
-      layout_(model::make_seq_layout(seq_len, comm_->size(), comm_->rank(), zigzag)) {}
+      layout_(model::make_seq_layout(seq_len, comm_->size(), comm_->rank(), zigzag)),
+      scheme_(scheme) {}
 
 std::vector<torch::Tensor> ContextParallel::halo(const torch::Tensor& x, int64_t n) {
   return HaloFn::apply(x, n, reinterpret_cast<int64_t>(this));
@@ -461,10 +583,16 @@ std::vector<torch::Tensor> ContextParallel::state_chain(const std::vector<GdnPie
   auto arg = [&](size_t i, torch::Tensor GdnPiece::*field) {
     return i < pieces.size() ? placeholder(pieces[i].*field, like) : placeholder({}, like);
   };
-  auto out = StateChainFn::apply(arg(0, &GdnPiece::o0), arg(0, &GdnPiece::R), arg(0, &GdnPiece::M),
-                                 arg(0, &GdnPiece::Q), arg(1, &GdnPiece::o0), arg(1, &GdnPiece::R),
-                                 arg(1, &GdnPiece::M), arg(1, &GdnPiece::Q),
-                                 reinterpret_cast<int64_t>(this));
+  const int64_t self = reinterpret_cast<int64_t>(this);
+  auto out = scheme_ == CpScheme::allgather
+                 ? StateGatherFn::apply(arg(0, &GdnPiece::o0), arg(0, &GdnPiece::R),
+                                        arg(0, &GdnPiece::M), arg(0, &GdnPiece::Q),
+                                        arg(1, &GdnPiece::o0), arg(1, &GdnPiece::R),
+                                        arg(1, &GdnPiece::M), arg(1, &GdnPiece::Q), self)
+                 : StateChainFn::apply(arg(0, &GdnPiece::o0), arg(0, &GdnPiece::R),
+                                       arg(0, &GdnPiece::M), arg(0, &GdnPiece::Q),
+                                       arg(1, &GdnPiece::o0), arg(1, &GdnPiece::R),
+                                       arg(1, &GdnPiece::M), arg(1, &GdnPiece::Q), self);
   out.resize(pieces.size());
   return out;
 }

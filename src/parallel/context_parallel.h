@@ -6,10 +6,18 @@
 //
 //   halo(x, n)        the n rows before each local piece, from their owners. G layers: the
 //                     (kernel - 1) convolution inputs; S layers: window - 1 keys and values.
-//   state_chain       the delta-rule state entering each piece, passed along the pieces in
-//                     position order as S_out = M S_in + Q (one [B, H, dk, dv] message a piece
-//                     boundary), and each piece's outputs finished as o0 + R^T S_in; backward:
-//                     dS_in = R dO + M^T dS_out, passed the other way.
+//   state_chain       the delta-rule state entering each piece, and each piece's outputs
+//                     finished as o0 + R^T S_in; backward: dS_in = R dO + M^T dS_out. Two
+//                     schemes (--cp-scheme):
+//                     chain      the state passed along the pieces in position order as
+//                                S_out = M S_in + Q, one [B, H, dk, dv] message a piece boundary
+//                                that crosses ranks (the backward the other way): a sequential
+//                                hop per boundary;
+//                     allgather  one all-gather of every piece's (M, Q) ([B, H, dk, dk] and
+//                                [B, H, dk, dv]; piece 0's M is sent as zeros so that every rank
+//                                sends alike), each rank merging the prefix up to its pieces;
+//                                backward one all-gather of every piece's R dO ([B, H, dk, dv])
+//                                and the suffix merged the same way: no chain of waits.
 //   attention         A layers: ring attention. The KV blocks travel around the cp ring (p - 1
 //                     shifts, each overlapped with the step's tiles); every rank merges the
 //                     partial softmax sums of the blocks it sees with the log-sum-exp rule of the
@@ -28,6 +36,7 @@
 
 #include "comm/communicator.h"
 #include "model/context_shard.h"
+#include "parallel/registry.h"
 
 namespace hlp::parallel {
 
@@ -47,7 +56,8 @@ struct CpStats {
 class ContextParallel : public model::ContextShard {
  public:
   // cp_comm: the cp group (rank = position of this rank's pieces); the layout's seq_len = T.
-  ContextParallel(std::shared_ptr<comm::Communicator> cp_comm, int64_t seq_len, bool zigzag);
+  ContextParallel(std::shared_ptr<comm::Communicator> cp_comm, int64_t seq_len, bool zigzag,
+                  CpScheme scheme = CpScheme::chain);
 
   const model::SeqLayout& layout() const override { return layout_; }
   std::vector<torch::Tensor> halo(const torch::Tensor& x, int64_t n) override;
@@ -56,6 +66,7 @@ class ContextParallel : public model::ContextShard {
                           int64_t window) override;
 
   comm::Communicator& comm() const { return *comm_; }
+  CpScheme scheme() const { return scheme_; }
   const CpStats& stats() const { return stats_; }
   CpStats& mutable_stats() { return stats_; }
   // The kind halo() counts its bytes as: conv_halo (G layers), window_halo while attention()
@@ -65,6 +76,7 @@ class ContextParallel : public model::ContextShard {
  private:
   std::shared_ptr<comm::Communicator> comm_;
   model::SeqLayout layout_;
+  CpScheme scheme_ = CpScheme::chain;
   CpStats stats_;
   CpExchange halo_kind_ = CpExchange::conv_halo;
 };

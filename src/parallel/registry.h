@@ -47,6 +47,16 @@ inline const char* to_string(CpLayout l) { return enum_name(l, kCpLayoutNames); 
 inline CpLayout parse_cp_layout(const std::string& text) {
   return parse_enum("cp-layout", text, kCpLayoutNames);
 }
+// --cp-scheme: how the G layers' delta-rule state reaches the pieces after the first
+// (context_parallel.h): chain (passed piece to piece, LASP-1) | allgather (every piece's
+// transition and state gathered by every rank, each merging the prefix it needs; LASP-2, fla).
+enum class CpScheme : uint8_t { chain, allgather };
+inline constexpr EnumName<CpScheme> kCpSchemeNames[] = {{CpScheme::chain, "chain"},
+                                                        {CpScheme::allgather, "allgather"}};
+inline const char* to_string(CpScheme s) { return enum_name(s, kCpSchemeNames); }
+inline CpScheme parse_cp_scheme(const std::string& text) {
+  return parse_enum("cp-scheme", text, kCpSchemeNames);
+}
 
 struct StrategyEntry {
   StrategyKind kind;

@@ -693,14 +693,19 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
     }
     os << line;
   }
-  // expert parallelism: what a rank holds of the experts and what the all-to-all costs
+  // expert parallelism: what a rank holds of the experts and what the all-to-all costs, beside
+  // the experts replicated (ddp) or sharded with everything else (fsdp2) on the whole world
   bool any_ep = false;
   for (const auto& r : rows) any_ep = any_ep || (r.problem.empty() && r.candidate.ep > 1);
   if (any_ep) {
     os << "\n| candidate | routed experts MiB a rank (of params) | all-to-all s a step (of step) |\n"
           "|---|---|---|\n";
     for (const auto& r : rows) {
-      if (!r.problem.empty() || (r.candidate.ep == 1 && r.held.expert_params == 0)) continue;
+      const auto& c = r.candidate;
+      const bool data_parallel = c.ranks > 1 && c.pp == 1 && c.tp == 1 && c.cp == 1 &&
+                                 (c.strategy == parallel::StrategyKind::ddp ||
+                                  c.strategy == parallel::StrategyKind::fsdp2);
+      if (!r.problem.empty() || !data_parallel) continue;
       char line[256];
       std::snprintf(line, sizeof(line), "| %s | %.1f | %.3g |\n", r.candidate.name().c_str(),
                     mib(r.held.expert_params), r.all_to_all_s);

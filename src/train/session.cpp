@@ -107,6 +107,7 @@ metrics::ContextParallelInfo context_parallel_info(const parallel::ContextParall
   info.cp = cp.layout().ranks;
   info.layout = to_string(cp.layout().zigzag ? parallel::CpLayout::zigzag
                                              : parallel::CpLayout::contiguous);
+  info.scheme = to_string(cp.scheme());
   info.steps = steps;
   const size_t kinds = size_t(parallel::CpExchange::count);
   for (size_t k = 0; k < kinds; ++k)
@@ -383,7 +384,7 @@ std::unique_ptr<Session> open_session(const RunContext& ctx, const TrainHooks& h
   const TrainConfig& c = ctx.config;
   if (ctx.spec.cp > 1)
     s->cp_shard = std::make_shared<parallel::ContextParallel>(
-        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag);
+        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag, c.cp_scheme);
   if (ctx.spec.ep > 1) s->ep_shard = std::make_shared<parallel::ExpertParallel>(ctx.mesh->ep_comm());
   s->split = split_batch(c, ctx.mesh->shape().dp);
   open_data(*s);
@@ -401,7 +402,7 @@ std::unique_ptr<Session> open_eval_session(const RunContext& ctx, const TrainHoo
   const TrainConfig& c = ctx.config;
   if (ctx.spec.cp > 1)
     s->cp_shard = std::make_shared<parallel::ContextParallel>(
-        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag);
+        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag, c.cp_scheme);
   if (ctx.spec.ep > 1) s->ep_shard = std::make_shared<parallel::ExpertParallel>(ctx.mesh->ep_comm());
   s->split = BatchSplit{1, 1, 1};  // one sequence at a time, the same on every rank
   s->tokenizer_vocab = tokenizer_vocab;

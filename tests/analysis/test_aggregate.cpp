@@ -84,7 +84,7 @@ TEST_CASE("analysis: NaN steps (ranks that reported nothing) are ignored") {
   CHECK(rows[0].stats.at(schema::kStepTime).n == 2);
 }
 
-TEST_CASE("analysis: expert load pools reruns per layer and expert; busiest / mean per layer") {
+TEST_CASE("analysis: expert load pools reruns per layer and expert, busiest / mean per layer") {
   auto moe = [](std::vector<int64_t> tokens) {
     an::RunData r = run("ddp+ep2", 64, {1, 2});
     r.expert_load.experts = 2;

@@ -61,13 +61,14 @@ LayerRun run_layer(torch::nn::Module& layer, const std::function<torch::Tensor(t
 // Returns this rank's exchange statistics of the cp run.
 parallel::CpStats check_layer(torch::nn::Module& layer,
                               const std::function<torch::Tensor(torch::Tensor)>& fwd, int64_t T,
-                              int64_t D, bool zigzag) {
+                              int64_t D, bool zigzag,
+                              parallel::CpScheme scheme = parallel::CpScheme::chain) {
   torch::manual_seed(3);
   const int64_t B = 2;
   auto x = torch::randn({B, T, D}, torch::kFloat64);
   auto w = torch::randn({B, T, D}, torch::kFloat64);
   const auto want = run_layer(layer, fwd, x, w);
-  parallel::ContextParallel cp(world(), T, zigzag);
+  parallel::ContextParallel cp(world(), T, zigzag, scheme);
   const auto& l = cp.layout();
   LayerRun got;
   {
@@ -117,6 +118,7 @@ constexpr int64_t kT = 32, kB = 2, kF64 = 8;
 TEST_CASE("context parallel: every G layer variant matches the whole sequence in float64",
           "[cp]") {
   const int p = world()->size();
+  for (auto scheme : {parallel::CpScheme::chain, parallel::CpScheme::allgather})
   for (bool zigzag : {true, false})
     for (auto variant : {model::GdnVariant::gated_deltanet, model::GdnVariant::jetblock})
       for (auto kernels : {model::Kernels::fused, model::Kernels::reference})
@@ -127,7 +129,8 @@ TEST_CASE("context parallel: every G layer variant matches the whole sequence in
             c.gdn_variant = variant;
             c.gdn_mode = mode;
             c.gdn_chunk = chunk;
-            SECTION(std::string(zigzag ? "zigzag" : "contiguous") + " " +
+            SECTION(std::string(parallel::to_string(scheme)) + " " +
+                    (zigzag ? "zigzag" : "contiguous") + " " +
                     (variant == model::GdnVariant::jetblock ? "jetblock" : "gated_deltanet") +
                     (kernels == model::Kernels::fused ? " fused" : " reference") +
                     (mode == model::GdnMode::chunked ? " chunked " + std::to_string(chunk)
@@ -136,19 +139,28 @@ TEST_CASE("context parallel: every G layer variant matches the whole sequence in
               layer->set_kernels(kernels);
               randomise(*layer);
               auto stats = check_layer(
-                  *layer, [&](torch::Tensor x) { return layer->forward(x); }, kT, c.hidden, zigzag);
+                  *layer, [&](torch::Tensor x) { return layer->forward(x); }, kT, c.hidden, zigzag,
+                  scheme);
               const auto bytes = group_bytes(stats);
               const int64_t H = c.gdn_heads, dk = c.gdn_head_dim_k, dv = c.gdn_head_dim_v;
               const int64_t conv_channels =
                   variant == model::GdnVariant::jetblock ? H * dv : 2 * H * dk + H * dv;
               const int64_t crossing = crossing_boundaries(p, zigzag);
               const int64_t halo = crossing * (c.gdn_conv_width - 1) * conv_channels * kB * kF64;
-              const int64_t state = crossing * kB * H * dk * dv * kF64;
+              // chain: one state a crossing boundary each way; allgather: every piece's
+              // transition and state forward (piece 0's transition as zeros), its R dO backward
+              const int64_t pieces = model::seq_piece_count(p, zigzag);
+              const std::array<int64_t, 2> state =
+                  scheme == parallel::CpScheme::chain
+                      ? std::array<int64_t, 2>{crossing * kB * H * dk * dv * kF64,
+                                               crossing * kB * H * dk * dv * kF64}
+                      : std::array<int64_t, 2>{pieces * kB * H * (dk * dk + dk * dv) * kF64,
+                                               pieces * kB * H * dk * dv * kF64};
               using K = parallel::CpExchange;
               for (int d : {0, 1}) {
                 INFO("direction " << (d == 0 ? "forward" : "backward"));
                 CHECK(bytes[size_t(K::conv_halo)][size_t(d)] == halo);
-                CHECK(bytes[size_t(K::gdn_state)][size_t(d)] == state);
+                CHECK(bytes[size_t(K::gdn_state)][size_t(d)] == state[size_t(d)]);
                 CHECK(bytes[size_t(K::window_halo)][size_t(d)] == 0);
                 CHECK(bytes[size_t(K::ring_kv)][size_t(d)] == 0);
               }

@@ -370,20 +370,27 @@ TEST_CASE("pipeline: schedule combinations that cannot run end with a user error
 // layouts, LoRA and full finetuning; at 4 ranks also cp x ddp, cp x fsdp2 and cp x tp.
 TEST_CASE("context parallel reproduces single", "[parity][cp]") {
   const int n = test::world()->size();
+  // the G layers' state by the chain (every case) and by the allgather scheme (cp over every
+  // rank, and with ddp at 4 ranks)
   struct Case {
     const char* strategy;
     int cp, tp;
+    const char* scheme = "chain";
   };
-  std::vector<Case> cases{{"cp", n, 1}};
-  if (n == 4) cases.insert(cases.end(), {{"ddp", 2, 1}, {"fsdp2", 2, 1}, {"tp", 2, 2}});
+  std::vector<Case> cases{{"cp", n, 1}, {"cp", n, 1, "allgather"}};
+  if (n == 4)
+    cases.insert(cases.end(), {{"ddp", 2, 1}, {"fsdp2", 2, 1}, {"tp", 2, 2},
+                               {"ddp", 2, 1, "allgather"}});
   for (int lora_rank : {8, 0})
     for (const auto& k : cases)
       for (const char* layout : {"zigzag", "contiguous"}) {
         SECTION(std::string(k.strategy) + " cp" + std::to_string(k.cp) + " tp" +
-                std::to_string(k.tp) + " " + layout + " lora_rank " + std::to_string(lora_rank)) {
+                std::to_string(k.tp) + " " + layout + " " + k.scheme + " lora_rank " +
+                std::to_string(lora_rank)) {
           auto c = mp_config(k.strategy, lora_rank, 1, k.tp);
           c.cp = k.cp;
           c.cp_layout = hlp::parallel::parse_cp_layout(layout);
+          c.cp_scheme = hlp::parallel::parse_cp_scheme(k.scheme);
           auto t = run(c, test::world());
           check_parity(t, reference(lora_rank));
           // each rank computed T / cp tokens of its rows
@@ -439,14 +446,15 @@ TEST_CASE("Qwen3.5 and Qwen3-Next (transformers' layers) reproduce single under 
   struct Case {
     const char* strategy;
     int pp, cp, tp;
+    const char* cp_scheme = "chain";
   };
   std::vector<Case> cases;
   if (n == 2)
     cases = {{"ddp", 1, 1, 1}, {"fsdp", 1, 1, 1}, {"fsdp2", 1, 1, 1}, {"pp", 2, 1, 1},
-             {"cp", 1, 2, 1}, {"tp", 1, 1, 2}};
+             {"cp", 1, 2, 1}, {"tp", 1, 1, 2}, {"cp", 1, 2, 1, "allgather"}};
   if (n == 4)
     cases = {{"fsdp2", 2, 1, 1}, {"ddp", 1, 2, 1}, {"fsdp2", 1, 2, 1}, {"pp", 4, 1, 1},
-             {"cp", 1, 4, 1}, {"pp", 2, 1, 2}, {"fsdp2", 1, 1, 2}};
+             {"cp", 1, 4, 1}, {"pp", 2, 1, 2}, {"fsdp2", 1, 1, 2}, {"cp", 1, 4, 1, "allgather"}};
   for (const char* fixture : {"qwen3_5_text_a", "qwen3_next_dense"})
   for (int lora_rank : {8, 0}) {
     auto c = test::tiny_config("single", lora_rank);
@@ -458,13 +466,14 @@ TEST_CASE("Qwen3.5 and Qwen3-Next (transformers' layers) reproduce single under 
     REQUIRE(want.losses.back() < want.losses.front());
     for (const auto& k : cases) {
       SECTION(std::string(fixture) + " " + k.strategy + " pp" + std::to_string(k.pp) + " cp" +
-              std::to_string(k.cp) + " tp" + std::to_string(k.tp) + " lora_rank " +
-              std::to_string(lora_rank)) {
+              std::to_string(k.cp) + " " + k.cp_scheme + " tp" + std::to_string(k.tp) +
+              " lora_rank " + std::to_string(lora_rank)) {
         auto m = c;
         m.strategy = hlp::parallel::parse_strategy(k.strategy);
         m.pp = k.pp;
         m.cp = k.cp;
         m.tp = k.tp;
+        m.cp_scheme = hlp::parallel::parse_cp_scheme(k.cp_scheme);
         check_parity(run(m, test::world()), want);
       }
     }

@@ -13,7 +13,8 @@
 # heads and 1 KV head, which tp 2 refuses with one line, as it does 1 key head. Qwen3-Next with
 # sparse MoE layers (qwen3_next_moe_a: 8 experts, top 2 renormalised, shared expert, layer 1
 # dense by mlp_only_layers; _b: 6 experts, top 3 not renormalised, decoder_sparse_step 2): every
-# strategy but tp, which refuses MoE layers with one line.
+# strategy but tp, which refuses MoE layers with one line, and ddp and fsdp2 with --ep 2 (each
+# rank loads only its half of the experts).
 # Then --sequences (the corpus) under single, cp and pp, and bad token files.
 #   eval_test.sh HLP_EVAL FIXTURES_DIR
 set -euo pipefail
@@ -33,6 +34,13 @@ for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl q
     "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --tokens "$dir/tokens.txt" \
       > "$work/$name.$strategy.jsonl"
   done
+  case "$name" in qwen3_next_moe_*)  # expert parallelism: each rank reads and holds half the experts
+    for strategy in ddp fsdp2; do
+      "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --ep 2 \
+        --tokens "$dir/tokens.txt" > "$work/$name.$strategy+ep2.jsonl"
+      strategies="$strategies $strategy+ep2"
+    done ;;
+  esac
   tail -n 1 "$dir/tokens.txt" > "$work/$name.long.txt"  # 201 tokens: T = 200, cp 2 zigzag
   "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy cp --tokens "$work/$name.long.txt" \
     > "$work/$name.cp.jsonl"
