@@ -113,10 +113,7 @@ void DdpStrategy::after_backward(bool last_micro_batch, PhaseTimes& times) {
   // Parameters that got no gradient this step (unused) never fire their hook.
   launch_ready_buckets(/*force=*/true);
   for (auto& b : buckets_) wait_for(b.work);
-  if (expert_flat_.defined()) {
-    if (ep_.replicas->size() > 1) ep_.replicas->all_reduce(expert_flat_, comm::ReduceOp::Avg);
-    finish_expert_grads(slots_, ep_);
-  }
+  if (expert_flat_.defined()) reduce_expert_grads(expert_flat_, slots_, ep_);
   sync_ = false;
 }
 

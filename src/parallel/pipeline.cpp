@@ -176,11 +176,7 @@ void PipelineStrategy::reduce_grads() {
   const int64_t dense = flat_grads_.numel() - expert_numel_;
   if (options_.dp_comm && options_.dp_comm->size() > 1 && dense > 0)
     options_.dp_comm->all_reduce(flat_grads_.narrow(0, 0, dense), comm::ReduceOp::Avg);
-  if (expert_numel_ > 0) {
-    if (ep_.replicas->size() > 1)
-      ep_.replicas->all_reduce(flat_grads_.narrow(0, dense, expert_numel_), comm::ReduceOp::Avg);
-    finish_expert_grads(slots_, ep_);
-  }
+  if (expert_numel_ > 0) reduce_expert_grads(flat_grads_.narrow(0, dense, expert_numel_), slots_, ep_);
 }
 
 double PipelineStrategy::grad_norm() {

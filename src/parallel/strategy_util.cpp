@@ -177,6 +177,12 @@ void finish_expert_grads(const std::vector<OptimSlot>& slots, const ExpertAxis& 
     if (is_expert_slot(s)) s.grad.mul_(1.0 / double(ep.ep));
 }
 
+void reduce_expert_grads(const at::Tensor& flat, const std::vector<OptimSlot>& slots,
+                         const ExpertAxis& ep) {
+  if (ep.replicas->size() > 1) ep.replicas->all_reduce(flat, comm::ReduceOp::Avg);
+  finish_expert_grads(slots, ep);
+}
+
 std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary,
                                                       const ExpertAxis& ep) {
   auto out = whole_held_tensors(m, primary);

@@ -116,6 +116,10 @@ bool is_expert_slot(const OptimSlot& slot);
 double grad_sq_with_experts(const std::vector<OptimSlot>& slots, const ExpertAxis& ep);
 // After the reduction over the replicas (an average): the experts' gradients / ep.
 void finish_expert_grads(const std::vector<OptimSlot>& slots, const ExpertAxis& ep);
+// Replicas (ddp, pp): `flat`, the experts' gradients of `slots` in one buffer, averaged over
+// their replicas, then finish_expert_grads.
+void reduce_expert_grads(const at::Tensor& flat, const std::vector<OptimSlot>& slots,
+                         const ExpertAxis& ep);
 // whole_held_tensors for a replica of the non-expert parameters: experts are primary on the
 // first of their replicas, the rest where `primary`.
 std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary,

@@ -497,13 +497,15 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
     int pp, cp;
     bool aux;
     int ep = 1;
+    bool checkpointing = false;  // the recomputed blocks exchange their rows again, in backward
   };
   std::vector<Case> cases;
   if (n == 2)
     cases = {{"ddp", 1, 1, false},      {"fsdp", 1, 1, false},     {"fsdp2", 1, 1, false},
              {"pp", 2, 1, false},       {"cp", 1, 2, false},       {"ddp", 1, 1, true},
              {"fsdp", 1, 1, true},      {"fsdp2", 1, 1, true},     {"ddp", 1, 1, false, 2},
-             {"fsdp2", 1, 1, false, 2}, {"cp", 1, 2, false, 2},    {"ddp", 1, 1, true, 2}};
+             {"fsdp2", 1, 1, false, 2}, {"cp", 1, 2, false, 2},    {"ddp", 1, 1, true, 2},
+             {"ddp", 1, 1, false, 2, true}};
   if (n == 4)
     cases = {{"fsdp2", 2, 1, false},    {"ddp", 1, 2, false},      {"pp", 4, 1, false},
              {"cp", 1, 4, false},       {"ddp", 1, 1, true},       {"fsdp2", 1, 1, true},
@@ -537,8 +539,10 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
       if (k.aux != aux || (lean && k.ep > 1)) continue;
       SECTION(std::string(k.strategy) + " pp" + std::to_string(k.pp) + " cp" +
               std::to_string(k.cp) + " ep" + std::to_string(k.ep) + (aux ? " aux" : "") +
-              " lora_rank " + std::to_string(lora_rank)) {
+              (k.checkpointing ? " checkpointing" : "") + " lora_rank " +
+              std::to_string(lora_rank)) {
         auto m = c;
+        m.activation_checkpointing = k.checkpointing;
         m.strategy = hlp::parallel::parse_strategy(k.strategy);
         m.pp = k.pp;
         m.cp = k.cp;
