@@ -110,6 +110,11 @@ CLASSIFICATION = [
     ("/@peak_flops_per_device", "skip", 0, 0, "measured at start (differed up to 43%)"),
     ("/@clock_offset_s", "skip", 0, 0, "measured clock offsets (differed in 39/48 pairs)"),
     ("/@clock_rtt_s", "skip", 0, 0, "measured ping-pong (differed in 36/48 pairs)"),
+    # issue 39's requeue bookkeeping (in the fixtures regenerated since): the launch's clock
+    ("/@trace_epoch_unix_s", "skip", 0, 0, "date of the first launch's aligned start"),
+    ("/segments@start_unix_s", "skip", 0, 0, "date of each launch"),
+    ("/segments@trace_shift_s", "skip", 0, 0, "each launch's clock against the first's"),
+    ("/segments@launches", "skip", 0, 0, "text of each launch: its start date and hosts"),
     # --- /model --------------------------------------------------------------------------------
     ("/model@plan_step_s", "skip", 0, 0, "hlp-plan prediction scaled by the measured peak FLOP/s "
      "(differed up to 43%, as peak_flops_per_device)"),
