@@ -84,10 +84,12 @@ std::string tp_check(int tp, const RunFacts& run) {
 
 std::string cp_check(int cp, const RunFacts& run) {
   if (std::string why = moe_aux_refusal(run, "--cp", "the tokens"); !why.empty()) return why;
-  if (run.nccl)
-    return "--cp runs on the MPI backend only (its exchanges are tagged point-to-point messages "
-           "that NCCL does not order alike; not tried on a GPU yet); use --comm mpi, or run "
-           "without --cp";
+  // NCCL ignores tags and matches a pair's messages in issue order. The exchanges issue them in
+  // an order every rank derives alike (parallel/context_parallel.h): halos walk one list of
+  // (target, source) piece pairs, the state chain the pieces in position order, ring attention
+  // its steps, the allgather scheme is a collective; so the messages from A to B leave A and
+  // are received by B in the same order, and each direction has its own NCCL lane. Compiled,
+  // not yet run on a GPU (the GPU check's issue).
   if (run.seq_len > 0) {
     const bool zigzag = run.cp_layout == CpLayout::zigzag;
     const int pieces = zigzag ? 2 * cp : cp;  // model::seq_piece_count
