@@ -16,7 +16,8 @@ namespace {
 // Columns a `single` run may differ in from the parallel run it is the baseline of.
 const std::set<std::string> kMeshColumns = {"strategy", "dp", "pp", "tp", "cp", "ep",
                                             "world_size", "micro_batches", "pp_split",
-                                            "pp_schedule", "pp_virtual"};
+                                            "pp_schedule", "pp_virtual", "cp_layout",
+                                            "cp_scheme"};
 
 // a headline cell: "–" where the value does not apply
 std::string cell(const char* f, double v) { return fmt_or(f, v, "–"); }
