@@ -1050,19 +1050,11 @@ void ResultWriter::write_experts(const ExpertsInfo& info) {
       h5::Handle ds = h5::dataset(H5Dcreate2(g, name, H5T_STD_I64LE, space, H5P_DEFAULT,
                                              H5P_DEFAULT, H5P_DEFAULT),
                                   std::string("create /experts/") + name);
-      // rank 0 writes every element (its flat view), the others select nothing
-      const hsize_t n = rows * L * E;
-      h5::Handle fspace = h5::space(H5Dget_space(ds), name);
-      const hsize_t mem_n = std::max<hsize_t>(n, 1);
-      h5::Handle mspace = h5::space(H5Screate_simple(1, &mem_n, nullptr), name);
-      if (s.rank != 0 || n == 0) {
-        H5Sselect_none(fspace);
-        H5Sselect_none(mspace);
-      }
-      static const int64_t dummy = 0;
-      h5::check_status(H5Dwrite(ds, H5T_NATIVE_INT64, mspace, fspace, s.xfer,
-                                data.empty() ? &dummy : data.data()),
-                       std::string("write /experts/") + name);
+      // rank 0 writes every element, the others nothing
+      const hsize_t start[3] = {0, 0, 0};
+      const hsize_t count[3] = {s.rank == 0 ? rows : 0, L, E};
+      s.write_slab(ds, H5T_NATIVE_INT64, data.empty() ? nullptr : data.data(), 3, start, count,
+                   std::string("write /experts/") + name, s.xfer);
     };
     table(schema::kExpertsTokens, hsize_t(info.steps()), info.tokens);
     table(schema::kExpertsRankTokens, hsize_t(world), info.rank_tokens);

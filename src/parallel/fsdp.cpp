@@ -4,7 +4,6 @@
 #include "metrics/recorder.h"
 #include "model/accounting.h"
 #include "model/init.h"
-#include "model/moe.h"
 #include "parallel/strategy_util.h"
 
 namespace hlp::parallel {
@@ -85,21 +84,11 @@ ShardedStrategy::ShardedStrategy(const StrategyOptions& options, bool per_parame
   // --ep (fsdp2 only): a block's routed experts, E / ep of them on this rank, are sharded over
   // their replicas rather than over dp, in a unit that gathers and reduces with the block's.
   ep_ = expert_axis(options_);
-  for (auto& g : groups) {
-    NamedParams experts;
-    if (ep_.active()) {
-      NamedParams rest;
-      for (auto& named : g)
-        (model::is_routed_expert_param(named.first) ? experts : rest).push_back(named);
-      g.swap(rest);
-    }
-    auto unit = per_parameter ? make_per_param_unit(std::move(g), options_.dp_comm, materialise)
-                              : make_flat_unit(std::move(g), options_.dp_comm, materialise, base);
-    if (!experts.empty())
-      unit = combine_units(std::move(unit),
-                           make_per_param_unit(std::move(experts), ep_.replicas, materialise));
-    units_.push_back(std::move(unit));
-  }
+  for (auto& g : groups)
+    units_.push_back(
+        per_parameter
+            ? per_param_unit_with_experts(std::move(g), options_.dp_comm, ep_, materialise)
+            : make_flat_unit(std::move(g), options_.dp_comm, materialise, base));
   for (auto& u : units_)
     for (auto& s : u->optim_slots()) slots_.push_back(s);
   if (ep_.active()) {  // the whole model's counts, every rank's experts included

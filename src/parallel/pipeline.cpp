@@ -69,14 +69,8 @@ PipelineStrategy::PipelineStrategy(const StrategyOptions& options)
   };
   ep_ = expert_axis(options_);
   if (options_.spec().dp_kind() == DpKind::fsdp2) {
-    // --ep: the routed experts sharded over their replicas, the rest over dp (fsdp.cpp)
-    NamedParams rest, experts;
-    for (auto& named : params)
-      (ep_.active() && model::is_routed_expert_param(named.first) ? experts : rest).push_back(named);
-    unit_ = make_per_param_unit(rest, options_.dp_comm, materialise);
-    if (!experts.empty())
-      unit_ = combine_units(std::move(unit_),
-                            make_per_param_unit(experts, ep_.replicas, materialise));
+    // --ep: the routed experts sharded over their replicas, the rest over dp
+    unit_ = per_param_unit_with_experts(params, options_.dp_comm, ep_, materialise);
     for (auto& [name, p] : params)  // sizes survive the unit's free_storage: the tp slice
       working_set_bytes_ += p.numel() * int64_t(p.element_size()) * (p.requires_grad() ? 2 : 1);
   } else

@@ -177,6 +177,19 @@ void finish_expert_grads(const std::vector<OptimSlot>& slots, const ExpertAxis& 
     if (is_expert_slot(s)) s.grad.mul_(1.0 / double(ep.ep));
 }
 
+std::unique_ptr<ShardedUnit> per_param_unit_with_experts(NamedParams params,
+                                                         std::shared_ptr<comm::Communicator> dp,
+                                                         const ExpertAxis& ep,
+                                                         const Materialise& materialise) {
+  NamedParams rest, experts;
+  for (auto& named : params)
+    (ep.active() && model::is_routed_expert_param(named.first) ? experts : rest).push_back(named);
+  auto unit = make_per_param_unit(std::move(rest), std::move(dp), materialise);
+  if (experts.empty()) return unit;
+  return combine_units(std::move(unit),
+                       make_per_param_unit(std::move(experts), ep.replicas, materialise));
+}
+
 void reduce_expert_grads(const at::Tensor& flat, const std::vector<OptimSlot>& slots,
                          const ExpertAxis& ep) {
   if (ep.replicas->size() > 1) ep.replicas->all_reduce(flat, comm::ReduceOp::Avg);

@@ -11,6 +11,7 @@
 #include "model/half_emulation.h"
 #include "model/hybrid_lm.h"
 #include "model/precision.h"
+#include "parallel/sharded_unit.h"
 #include "parallel/strategy.h"
 
 namespace hlp::parallel {
@@ -120,6 +121,12 @@ void finish_expert_grads(const std::vector<OptimSlot>& slots, const ExpertAxis& 
 // their replicas, then finish_expert_grads.
 void reduce_expert_grads(const at::Tensor& flat, const std::vector<OptimSlot>& slots,
                          const ExpertAxis& ep);
+// fsdp2's unit of `params` (sharding_unit.h): with --ep, the routed experts among them sharded
+// over their replicas and the rest over `dp`, gathered and reduced together (combine_units).
+std::unique_ptr<ShardedUnit> per_param_unit_with_experts(NamedParams params,
+                                                         std::shared_ptr<comm::Communicator> dp,
+                                                         const ExpertAxis& ep,
+                                                         const Materialise& materialise);
 // whole_held_tensors for a replica of the non-expert parameters: experts are primary on the
 // first of their replicas, the rest where `primary`.
 std::vector<model::hf::HeldTensor> whole_held_tensors(const torch::nn::Module& m, bool primary,
