@@ -112,6 +112,9 @@ CLASSIFICATION = [
     ("/@clock_rtt_s", "skip", 0, 0, "measured ping-pong (differed in 36/48 pairs)"),
     # issue 39's requeue bookkeeping (in the fixtures regenerated since): the launch's clock
     ("/@trace_epoch_unix_s", "skip", 0, 0, "date of the first launch's aligned start"),
+    # a hash of the resolved configuration, whose data paths are this checkout's absolute paths
+    # (/@config itself is compared with the paths normalised): it differs between checkouts
+    ("/@config_fingerprint", "skip", 0, 0, "hash of the configuration with this checkout's paths"),
     ("/segments@start_unix_s", "skip", 0, 0, "date of each launch"),
     ("/segments@trace_shift_s", "skip", 0, 0, "each launch's clock against the first's"),
     ("/segments@launches", "skip", 0, 0, "text of each launch: its start date and hosts"),
