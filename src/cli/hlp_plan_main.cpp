@@ -204,8 +204,9 @@ hlp::train::PlanDevice device_for(const std::string& gpu, const hlp::train::Trai
 }
 
 // What the activation probe of a configuration depends on: the configuration as hlp-train
-// writes it back (to_ini) with its mesh, schedule, output and step settings at their defaults
-// (runs that differ only there share their probes).
+// writes it back (to_ini) with its mesh, schedule, output and step settings and its sequence
+// length at their defaults (runs that differ only there share their probes: plan() keys them by
+// the lengths probed, which is all a probe takes of T).
 std::string probe_fingerprint(hlp::train::TrainConfig c) {
   const hlp::train::TrainConfig defaults;
   c.strategy = defaults.strategy;
@@ -224,6 +225,7 @@ std::string probe_fingerprint(hlp::train::TrainConfig c) {
   c.resume = defaults.resume;
   c.seed = defaults.seed;
   c.lr = defaults.lr;
+  c.seq_len = defaults.seq_len;
   return hlp::cli::to_ini(c);
 }
 

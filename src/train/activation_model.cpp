@@ -105,24 +105,27 @@ double extrapolate(const std::vector<int64_t>& lengths, const std::vector<double
 
 }  // namespace
 
-ActivationProfile probe_activations(const model::ModelConfig& config,
-                                    const model::LoraConfig& lora, int64_t micro_batch,
-                                    int64_t seq_len, model::Precision precision,
-                                    model::BaseDtype base, bool flat_buffers,
-                                    const c10::Device& device, const MemoryProbe& memory,
-                                    bool split_backward) {
-  ActivationProfile profile;
-  profile.micro_batch = micro_batch;
-  profile.seq_len = seq_len;
-  profile.input_bytes = double(micro_batch * seq_len * config.hidden * 4);
-  for (const auto& p : model::parameter_table(config, lora))
-    if (p.name == "embed_tokens.weight") profile.embedding_trains = p.trainable;
+std::vector<int64_t> probe_lengths(const model::ModelConfig& config, int64_t seq_len) {
   // Two attention tiles suffice where everything is linear in T; naive attention needs three
   // points (quadratic). Short runs are measured at their own T.
   const bool quadratic = config.attn_impl == model::AttnImpl::naive;
-  profile.probe_lengths = quadratic ? std::vector<int64_t>{128, 256, 384}
-                                    : std::vector<int64_t>{128, 256};
-  if (seq_len <= profile.probe_lengths.back()) profile.probe_lengths = {seq_len};
+  std::vector<int64_t> lengths = quadratic ? std::vector<int64_t>{128, 256, 384}
+                                           : std::vector<int64_t>{128, 256};
+  if (seq_len <= lengths.back()) lengths = {seq_len};
+  return lengths;
+}
+
+ActivationSamples measure_activations(const model::ModelConfig& config,
+                                      const model::LoraConfig& lora, int64_t micro_batch,
+                                      const std::vector<int64_t>& lengths,
+                                      model::Precision precision, model::BaseDtype base,
+                                      bool flat_buffers, const c10::Device& device,
+                                      const MemoryProbe& memory, bool split_backward) {
+  ActivationSamples samples;
+  samples.micro_batch = micro_batch;
+  samples.probe_lengths = lengths;
+  for (const auto& p : model::parameter_table(config, lora))
+    if (p.name == "embed_tokens.weight") samples.embedding_trains = p.trainable;
 
   // LoRA dropout draws from the global generator: the run must see the same stream as without
   // the probe.
@@ -137,8 +140,9 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
   for (const auto& kind : kinds) {
     const bool head = kind == "head";
     const int64_t layer = head ? 0 : int64_t(config.pattern.find(kind[0]));
-    std::vector<double> saved, transient, saved_checkpointed, split_pending;
-    for (int64_t t : profile.probe_lengths) {
+    ActivationSamples::Kind k;
+    k.kind = kind;
+    for (int64_t t : lengths) {
       for (bool checkpointing : {false, true}) {
         if (head && checkpointing) continue;  // the head is never checkpointed
         model::ModelConfig c = config;
@@ -153,26 +157,53 @@ ActivationProfile probe_activations(const model::ModelConfig& config,
         const Probe p = run_probe(part, head, micro_batch, t, precision, !checkpointing,
                                   split_backward, memory);
         if (checkpointing) {
-          saved_checkpointed.push_back(p.saved);
+          k.saved_checkpointed.push_back(p.saved);
         } else {
-          saved.push_back(p.saved);
-          transient.push_back(p.transient);
-          split_pending.push_back(p.split_pending);
+          k.saved.push_back(p.saved);
+          k.transient.push_back(p.transient);
+          k.split_pending.push_back(p.split_pending);
         }
       }
     }
-    LayerActivation a;
-    a.kind = kind;
-    a.saved = extrapolate(profile.probe_lengths, saved, seq_len);
-    a.transient = extrapolate(profile.probe_lengths, transient, seq_len);
-    a.split_pending = extrapolate(profile.probe_lengths, split_pending, seq_len);
-    a.saved_checkpointed =
-        head ? a.saved : extrapolate(profile.probe_lengths, saved_checkpointed, seq_len);
-    profile.kinds.push_back(a);
+    samples.kinds.push_back(std::move(k));
   }
   global_generator.set_state(generator_state);
   memory.reset_peak();
+  return samples;
+}
+
+ActivationProfile extrapolate_profile(const ActivationSamples& samples,
+                                      const model::ModelConfig& config, int64_t seq_len) {
+  ActivationProfile profile;
+  profile.micro_batch = samples.micro_batch;
+  profile.seq_len = seq_len;
+  profile.probe_lengths = samples.probe_lengths;
+  profile.input_bytes = double(samples.micro_batch * seq_len * config.hidden * 4);
+  profile.embedding_trains = samples.embedding_trains;
+  const auto& lengths = samples.probe_lengths;
+  for (const auto& k : samples.kinds) {
+    const bool head = k.kind == "head";
+    LayerActivation a;
+    a.kind = k.kind;
+    a.saved = extrapolate(lengths, k.saved, seq_len);
+    a.transient = extrapolate(lengths, k.transient, seq_len);
+    a.split_pending = extrapolate(lengths, k.split_pending, seq_len);
+    a.saved_checkpointed = head ? a.saved : extrapolate(lengths, k.saved_checkpointed, seq_len);
+    profile.kinds.push_back(a);
+  }
   return profile;
+}
+
+ActivationProfile probe_activations(const model::ModelConfig& config,
+                                    const model::LoraConfig& lora, int64_t micro_batch,
+                                    int64_t seq_len, model::Precision precision,
+                                    model::BaseDtype base, bool flat_buffers,
+                                    const c10::Device& device, const MemoryProbe& memory,
+                                    bool split_backward) {
+  return extrapolate_profile(
+      measure_activations(config, lora, micro_batch, probe_lengths(config, seq_len), precision,
+                          base, flat_buffers, device, memory, split_backward),
+      config, seq_len);
 }
 
 model::ModelConfig tp_rank_config(const model::ModelConfig& config, int tp) {

@@ -69,6 +69,35 @@ struct MemoryProbe {
   std::function<void()> reset_peak;
 };
 
+// What the probe measured of each layer kind at its lengths, before extrapolation to a run's T:
+// it depends on T only through probe_lengths(config, T), so runs that differ in T alone (above
+// the probe lengths) share one measurement (hlp-plan, hlp-sweep's planning).
+struct ActivationSamples {
+  int64_t micro_batch = 0;
+  std::vector<int64_t> probe_lengths;
+  bool embedding_trains = false;
+  struct Kind {  // one value per probe length
+    std::string kind;
+    std::vector<double> saved, transient, saved_checkpointed, split_pending;
+  };
+  std::vector<Kind> kinds;  // the layer kinds present, then "head"
+};
+
+// The lengths a run of T tokens is probed at: 128 and 256 (and 384 for naive attention,
+// quadratic in T), or T itself when T is not longer.
+std::vector<int64_t> probe_lengths(const model::ModelConfig& config, int64_t seq_len);
+
+// Builds and runs each layer kind of `config` at `lengths` (measure_activations) and fits the
+// values to the run's T (extrapolate_profile); probe_activations does both.
+ActivationSamples measure_activations(const model::ModelConfig& config,
+                                      const model::LoraConfig& lora, int64_t micro_batch,
+                                      const std::vector<int64_t>& lengths,
+                                      model::Precision precision, model::BaseDtype base,
+                                      bool flat_buffers, const c10::Device& device,
+                                      const MemoryProbe& memory, bool split_backward = false);
+ActivationProfile extrapolate_profile(const ActivationSamples& samples,
+                                      const model::ModelConfig& config, int64_t seq_len);
+
 // Builds and runs each layer kind of `config` (a throwaway copy with its own parameters;
 // the run's model and the global random generator are untouched). Leaves the peak reset.
 // Frozen matrices are stored in `base` (resolved) as the run stores them. flat_buffers: flat

@@ -513,7 +513,7 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
                           [] { return metrics::CpuAllocatorCounter::peak_bytes(); },
                           [] { metrics::CpuAllocatorCounter::reset_peak(); }};
   ProbeCache local;
-  std::map<std::string, ActivationProfile>& profiles = (cache ? cache : &local)->profiles;
+  std::map<std::string, ActivationSamples>& measured = (cache ? cache : &local)->samples;
   std::vector<PlanRow> rows;
   for (const auto& c : candidates) {
     PlanRow row;
@@ -543,15 +543,20 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     const bool flat = c.spec().dp_kind() == parallel::DpKind::fsdp && !c.spec().model_parallel();
     const bool split_backward = c.pp > 1 && c.pp_schedule == parallel::PipeSchedule::zb_h1;
     const int64_t probe_seq_len = t.seq_len / c.cp;  // a cp rank's tokens
+    const model::ModelConfig rank_model = tp_rank_config(in.model, c.tp);
+    const std::vector<int64_t> lengths = probe_lengths(rank_model, probe_seq_len);
     std::ostringstream key_text;
-    key_text << in.probe_fingerprint << "|tp " << c.tp << " B " << batch.micro_batch << " T "
-             << probe_seq_len << " flat " << flat << " split " << split_backward;
+    key_text << in.probe_fingerprint << "|tp " << c.tp << " B " << batch.micro_batch
+             << " lengths";
+    for (int64_t l : lengths) key_text << " " << l;
+    key_text << " flat " << flat << " split " << split_backward;
     const std::string key = key_text.str();
-    if (!profiles.count(key))
-      profiles[key] = probe_activations(tp_rank_config(in.model, c.tp), in.lora, batch.micro_batch,
-                                        probe_seq_len, precision, base, flat, torch::kCPU, probe,
-                                        split_backward);
-    const ActivationProfile& profile = profiles.at(key);
+    if (!measured.count(key))
+      measured[key] = measure_activations(rank_model, in.lora, batch.micro_batch, lengths,
+                                          precision, base, flat, torch::kCPU, probe,
+                                          split_backward);
+    const ActivationProfile profile = extrapolate_profile(measured.at(key), rank_model,
+                                                          probe_seq_len);
     // the worst rank: every stage, the dp ranks whose shards differ (first and last)
     std::optional<parallel::PipeSpec> spec;
     std::optional<parallel::StageSplit> split;

@@ -142,19 +142,22 @@ struct PlanInputs {
   model::ModelConfig model;
   model::LoraConfig lora;
   PlanDevice device;
-  // Names what the probe depends on beyond (tp, micro-batch, T / cp, flat fsdp, split backward)
+  // Names what the probe depends on beyond (tp, micro-batch, the probe lengths of T / cp, flat
+  // fsdp, split backward)
   // when a ProbeCache is shared by several configurations (hlp-plan --runs: the configuration's
   // options less its mesh); "" when one configuration is planned.
   std::string probe_fingerprint;
 };
 
-// Activation profiles already probed, by fingerprint and shape: each is measured once.
+// Activation samples already measured, by fingerprint and probe shape: each is measured once
+// and extrapolated to every T that shares it.
 struct ProbeCache {
-  std::map<std::string, ActivationProfile> profiles;
+  std::map<std::string, ActivationSamples> samples;
 };
 
 // Probes (on this machine's CPU) and predicts every candidate; each probe shape (tp, micro-batch,
-// T / cp, flat fsdp, split backward) is measured once, kept in `cache` when one is given.
+// probe lengths of T / cp, flat fsdp, split backward) is measured once, kept in `cache` when one
+// is given.
 std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>& candidates,
                           ProbeCache* cache = nullptr);
 
