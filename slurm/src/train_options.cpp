@@ -25,6 +25,7 @@ const std::vector<TrainOption>& train_options() {
       {"cp", K::integer, {}, "cp"},
       {"cp-layout", K::choice, enum_names(parallel::kCpLayoutNames), ""},
       {"cp-scheme", K::choice, enum_names(parallel::kCpSchemeNames), ""},
+      {"cp-attention", K::choice, enum_names(parallel::kCpAttentionNames), ""},
       {"ep", K::integer, {}, "ep"},
       // model
       {"model", K::choice, model::preset_names(), ""},

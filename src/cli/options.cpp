@@ -120,6 +120,10 @@ parallel::CpLayout parse_cp_layout(const std::string& t) { return parallel::pars
 const char* print_cp_layout(parallel::CpLayout l) { return parallel::to_string(l); }
 parallel::CpScheme parse_cp_scheme(const std::string& t) { return parallel::parse_cp_scheme(t); }
 const char* print_cp_scheme(parallel::CpScheme s) { return parallel::to_string(s); }
+parallel::CpAttention parse_cp_attention(const std::string& t) {
+  return parallel::parse_cp_attention(t);
+}
+const char* print_cp_attention(parallel::CpAttention s) { return parallel::to_string(s); }
 train::DeviceKind parse_device(const std::string& t) {
   return parse_enum("device", t, train::kDeviceKindNames);
 }
@@ -169,7 +173,15 @@ void describe(OptionTable& t, Descriptions& d) {
         "how the Gated DeltaNet layers' state reaches the later pieces under --cp: chain (each "
         "rank waits for the state of the piece before it: cp - 1 hops, LASP-1) | allgather (one "
         "all-gather of every piece's d_k x d_k transition and state, each rank merges the prefix "
-        "it needs; backward the mirror: LASP-2 / fla)");
+        "it needs; backward the mirror: LASP-2 / fla) | alltoall (no state exchange: q, k, v and "
+        "the gates re-sharded from tokens to heads by one all-to-all, each rank runs the whole "
+        "sequence for its heads, the output back: DeepSpeed-Ulysses; the heads must divide by cp)");
+  t.add_choice(par, "cp-attention", &C::cp_attention, parse_cp_attention, print_cp_attention,
+        "how the attention and sliding-window layers see the earlier pieces under --cp: ring "
+        "(full attention: the key / value blocks travel the cp ring; sliding window: a halo of "
+        "window - 1 keys and values) | alltoall (q, k, v re-sharded from tokens to heads, the "
+        "layer's own attention over the whole sequence for its heads, the output back; KV heads "
+        "fewer than cp are repeated; the query heads must divide by cp)");
   t.add(par, "ep", &C::ep,
         "expert-parallel size: every mixture-of-experts layer's routed experts split over ep "
         "ranks carved out of the data-parallel (x cp) ranks, tokens dispatched to their experts "

@@ -291,11 +291,11 @@ void JobRecord::context_parallel_line(const metrics::ContextParallelInfo& cp) co
     mean += double(cp.attention_score_entries[r]) / double(n);
     chain = std::max(chain, cp.state_chain_s[r] / double(cp.steps));
   }
-  ctx_.log.info("cp %lld (%s, %s): sent per rank and step (forward + backward): %s; "
-                "ring-attention score pairs most / mean over ranks %.3f; G state exchange %.3f s "
-                "a step (most over ranks, waits included)",
-                (long long)cp.cp, cp.layout.c_str(), cp.scheme.c_str(), line.c_str(),
-                mean > 0 ? most / mean : 1.0, chain);
+  ctx_.log.info("cp %lld (%s, G %s, attention %s): sent per rank and step (forward + "
+                "backward): %s; ring-attention score pairs most / mean over ranks %.3f; G state "
+                "exchange %.3f s a step (most over ranks, waits included)",
+                (long long)cp.cp, cp.layout.c_str(), cp.scheme.c_str(),
+                cp.attention_scheme.c_str(), line.c_str(), mean > 0 ? most / mean : 1.0, chain);
 }
 
 // How evenly the router spread the tokens (most / mean slots an expert, per sparse layer over

@@ -89,7 +89,8 @@ struct PipelineInfo {
 struct ContextParallelInfo {
   int64_t cp = 1;
   std::string layout;                       // "zigzag" | "contiguous"
-  std::string scheme = "chain";             // "chain" | "allgather" (the G layers' state)
+  std::string scheme = "chain";             // "chain" | "allgather" | "alltoall" (G layers)
+  std::string attention_scheme = "ring";    // "ring" | "alltoall" (A and S layers)
   std::vector<std::string> exchange_kinds;  // names of the kinds in bytes_sent
   std::vector<int64_t> bytes_sent;          // [world x kinds x 2] (forward, backward)
   std::vector<int64_t> attention_score_entries;  // [world]

@@ -339,6 +339,8 @@ std::optional<ContextParallelInfo> ResultReader::context_parallel() const {
     c.layout = h5::read_attr_string(g, schema::kCpLayout);
     if (h5::has_attr(g, schema::kCpScheme))  // files before 2026-11-27: the chain
       c.scheme = h5::read_attr_string(g, schema::kCpScheme);
+    if (h5::has_attr(g, schema::kCpAttentionScheme))  // files before --cp-attention: ring
+      c.attention_scheme = h5::read_attr_string(g, schema::kCpAttentionScheme);
     std::string kinds = h5::read_attr_string(g, schema::kCpExchangeKinds);
     for (size_t start = 0; start <= kinds.size();) {
       const size_t comma = std::min(kinds.find(',', start), kinds.size());

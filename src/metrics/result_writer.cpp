@@ -1018,6 +1018,7 @@ void ResultWriter::write_context_parallel(const ContextParallelInfo& info) {
     h5::write_attr(g, schema::kCpSize, info.cp);
     h5::write_attr(g, schema::kCpLayout, info.layout);
     h5::write_attr(g, schema::kCpScheme, info.scheme);
+    h5::write_attr(g, schema::kCpAttentionScheme, info.attention_scheme);
     h5::write_attr(g, schema::kCpExchangeKinds, kinds);
     h5::write_attr(g, schema::kCpBytesSent, info.bytes_sent);
     h5::write_attr(g, schema::kCpAttentionEntries, info.attention_score_entries);

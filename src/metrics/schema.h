@@ -187,7 +187,9 @@ inline constexpr const char* kExpertsAllToAllBytes = "all_to_all_bytes";
 inline constexpr const char* kContextParallelGroup = "/context_parallel";
 inline constexpr const char* kCpSize = "cp";              // int64: ranks a sequence is split over
 inline constexpr const char* kCpLayout = "layout";        // string zigzag|contiguous
-inline constexpr const char* kCpScheme = "scheme";        // string chain|allgather; absent = chain
+inline constexpr const char* kCpScheme = "scheme";        // string chain|allgather|alltoall; absent = chain
+// string ring|alltoall (--cp-attention); absent = ring
+inline constexpr const char* kCpAttentionScheme = "attention_scheme";
 // int64 [world x kinds x 2]: bytes each rank sent over the whole run, per exchange kind
 // (kCpExchangeKinds order) and direction (forward, backward)
 inline constexpr const char* kCpBytesSent = "bytes_sent";

@@ -84,6 +84,32 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, int64_t w
   }
 }
 
+torch::Tensor CausalSelfAttentionImpl::attend_heads(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, ContextShard& cp) {
+  // The all-to-all scheme: q | k | v re-sharded from this rank's tokens to its heads (KV heads
+  // repeated until they divide over the ranks, attention_kv_repeat), this layer's own attention
+  // over the whole sequence, the output back. q [B, H, L, hd]; k, v [B, KVH, L, hd].
+  using HL = ContextShard::HeadLayer;
+  const int64_t H = q.size(1), kv_heads = k.size(1), ranks = cp.layout().ranks;
+  const int64_t repeat = attention_kv_repeat(H, kv_heads, ranks);  // checked by the registry
+  auto kk = repeat > 1 ? k.repeat_interleave(repeat, 1) : k;
+  auto vv = repeat > 1 ? v.repeat_interleave(repeat, 1) : v;
+  const int64_t kvr = kv_heads * std::max<int64_t>(repeat, 1);
+  // [B, L, heads, hd] per tensor; one message: per rank's share [H/p q | KV/p k | KV/p v] heads
+  auto seq = [](const torch::Tensor& t) { return t.transpose(1, 2); };
+  const int64_t B = q.size(0), L = q.size(2), hd = q.size(3);
+  auto per_rank = [&](const torch::Tensor& t, int64_t heads) {  // [B, L, p, heads/p, hd]
+    return seq(t).reshape({B, L, ranks, heads / ranks, hd});
+  };
+  auto packed = torch::cat({per_rank(q, H), per_rank(kk, kvr), per_rank(vv, kvr)}, 3)
+                    .reshape({B, L, -1, hd});  // [B, L, p * (H + 2 KVr) / p, hd]
+  auto mine = cp.to_heads(packed.contiguous(), HL::attention);  // [B, T, (H + 2 KVr) / p, hd]
+  const int64_t hq = H / ranks, hkv = kvr / ranks;
+  auto heads = [&](int64_t begin, int64_t n) { return mine.narrow(2, begin, n).transpose(1, 2); };
+  auto out = attend(heads(0, hq), heads(hq, hkv), heads(hq + hkv, hkv), window, attn_impl);
+  return cp.to_sequence(out.transpose(1, 2).contiguous(), HL::attention).transpose(1, 2);
+}
+
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
   // [B, T, H*hd] -> [B, H, T, hd]
@@ -109,7 +135,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
     const auto positions = cp->layout().positions(x.device());
     q = apply_partial_rope(q, rope_theta, rotary_dim, positions);
     k = apply_partial_rope(k, rope_theta, rotary_dim, positions);
-    out = cp->attention(q, k, v, window);
+    if (cp->heads_sharded(ContextShard::HeadLayer::attention)) {
+      out = attend_heads(q, k, v, *cp);
+    } else {
+      out = cp->attention(q, k, v, window);
+    }
   } else {
     q = apply_partial_rope(q, rope_theta, rotary_dim);
     k = apply_partial_rope(k, rope_theta, rotary_dim);

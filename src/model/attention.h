@@ -23,6 +23,8 @@
 
 namespace hlp::model {
 
+class ContextShard;
+
 // Rotary embedding (rotate-half convention) at positions 0..T-1, or at `positions` [T] (int64,
 // a context-parallel piece's global positions). x: [B, H, T, hd].
 torch::Tensor apply_rope(const torch::Tensor& x, double theta,
@@ -52,6 +54,11 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // x: [B, T, D] -> [B, T, D]. Under a ContextShard (context_shard.h) x holds this rank's
   // pieces of the sequence and the keys of the others come through the shard.
   torch::Tensor forward(const torch::Tensor& x);
+  // Under an all-to-all shard (context_shard.h): this rank's q [B, H, L, hd] and k, v
+  // [B, KVH, L, hd] (RoPE applied) re-sharded to heads, attended over the whole sequence,
+  // returned as [B, H, L, hd] of this rank's tokens.
+  torch::Tensor attend_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             ContextShard& cp);
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // attn_qk_norm only

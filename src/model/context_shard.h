@@ -14,6 +14,8 @@
 //              (halo), and the delta-rule state entering each piece (state_chain);
 //   S layers:  the window - 1 keys and values before each piece (halo);
 //   A layers:  every earlier piece's keys and values (ring attention).
+// Under the all-to-all schemes a layer instead re-shards sequence -> heads before its core and
+// back after (to_heads / to_sequence): G layers keep their convolution halo.
 // Every exchange is differentiable: its backward sends the gradients back to where the values
 // came from. With no current shard (the default) the model runs on the whole sequence.
 // The model knows nothing of communicators: the exchanges are implemented in
@@ -22,6 +24,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "model/head_sharding.h"
 
 namespace hlp::model {
 
@@ -86,6 +90,18 @@ class ContextShard {
   // at the global positions) -> [B, H, local_len, hd].
   virtual torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, int64_t window) = 0;
+
+  // The all-to-all schemes (Ulysses): a layer kind whose core runs head-sharded re-shards its
+  // inputs with to_heads, runs its own whole-sequence core on its heads (no state or key
+  // exchange) and returns the output with to_sequence.
+  enum class HeadLayer { gdn, attention };
+  virtual bool heads_sharded(HeadLayer) const { return false; }
+  // x [B, local_len, H, d]: this rank's tokens, every head -> [B, T, H / ranks, d]: every
+  // position in order, rank r's heads [r H / ranks, (r + 1) H / ranks). Differentiable (the
+  // backward is to_sequence of the gradient).
+  virtual torch::Tensor to_heads(const torch::Tensor& x, HeadLayer layer) = 0;
+  // The inverse: [B, T, H / ranks, d] -> [B, local_len, H, d].
+  virtual torch::Tensor to_sequence(const torch::Tensor& x, HeadLayer layer) = 0;
 };
 
 // The shard the calling thread's forward runs under (nullptr: the whole sequence).

@@ -294,6 +294,8 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, Kernels pa
     };
     if (!cp) {
       o = core(q, k, v, beta, g, {}).output;
+    } else if (cp->heads_sharded(ContextShard::HeadLayer::gdn)) {
+      o = core_heads(q, k, v, beta, g, *cp, core);
     } else {
       o = core_pieces(q, k, v, beta, g, *cp, core);
     }
@@ -303,6 +305,33 @@ torch::Tensor GatedDeltaNetImpl::forward_impl(const torch::Tensor& x, Kernels pa
   else if (lean_path) o = lean::gated_rms_norm(o, o_norm->weight, gate, o_norm->eps);
   else o = o_norm->forward(o) * torch::silu(gate);
   return out->forward(o.reshape({B, T, -1}));  // [B, T, D]
+}
+
+torch::Tensor GatedDeltaNetImpl::core_heads(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& beta,
+                                            const torch::Tensor& g, ContextShard& cp,
+                                            const CoreFn& core) {
+  // Two all-to-alls in: q | k | v per head (one dtype) and beta | g per head (the gates keep
+  // theirs), one out: o. Every head's core is independent of the others', so a rank running the
+  // whole sequence for its heads computes exactly what the whole model does for them.
+  using HL = ContextShard::HeadLayer;
+  const int64_t dk = q.size(3), dv = v.size(3);
+  auto common = [](std::vector<torch::Tensor> parts) {
+    auto type = parts[0].scalar_type();
+    for (const auto& t : parts) type = torch::promote_types(type, t.scalar_type());
+    for (auto& t : parts) t = t.to(type);
+    return parts;
+  };
+  const auto qkv = cp.to_heads(torch::cat(common({q, k, v}), 3), HL::gdn);  // [B, T, Hp, 2dk+dv]
+  const auto gates =
+      cp.to_heads(torch::stack(common({beta, g}), 3), HL::gdn);  // [B, T, Hp, 2]
+  auto part = [](const torch::Tensor& t, int64_t begin, int64_t width) {
+    return t.narrow(3, begin, width).contiguous();
+  };
+  const auto o = core(part(qkv, 0, dk), part(qkv, dk, dk), part(qkv, 2 * dk, dv),
+                      gates.select(3, 0).contiguous(), gates.select(3, 1).contiguous(), {})
+                     .output;  // [B, T, Hp, dv]
+  return cp.to_sequence(o.contiguous(), HL::gdn);  // [B, L, H, dv]
 }
 
 torch::Tensor GatedDeltaNetImpl::core_pieces(const torch::Tensor& q, const torch::Tensor& k,

@@ -75,7 +75,8 @@ class GatedDeltaNetImpl : public torch::nn::Module {
 
   // x: [B, T, D] -> [B, T, D]. Under a ContextShard (context_shard.h) x holds this rank's
   // pieces of the sequence: the convolutions get their halos and the core its entering states
-  // through the shard (core_pieces).
+  // through the shard (core_pieces), or runs head-sharded under the all-to-all scheme
+  // (core_heads).
   torch::Tensor forward(const torch::Tensor& x);
   // the same on the fused CPU kernels (chunked core); forward() picks it when they apply
   torch::Tensor forward_fused(const torch::Tensor& x);
@@ -88,6 +89,11 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   static torch::Tensor core_pieces(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v, const torch::Tensor& beta,
                                    const torch::Tensor& g, ContextShard& cp, const CoreFn& core);
+  // The all-to-all scheme: the core over the whole sequence for this rank's heads (the inputs
+  // re-sharded sequence -> heads, the output back).
+  static torch::Tensor core_heads(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const torch::Tensor& beta,
+                                  const torch::Tensor& g, ContextShard& cp, const CoreFn& core);
 
   LoRALinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   LoRALinear a_proj{nullptr}, b_proj{nullptr}, g_proj{nullptr}, o_proj{nullptr};

@@ -555,6 +555,87 @@ struct RingAttentionFn : torch::autograd::Function<RingAttentionFn> {
   }
 };
 
+// ---- head re-sharding (the all-to-all schemes) ----
+
+CpExchange head_kind(model::ContextShard::HeadLayer layer) {
+  return layer == model::ContextShard::HeadLayer::gdn ? CpExchange::gdn_heads
+                                                      : CpExchange::attn_heads;
+}
+
+// Rank r's local tokens (its pieces concatenated) as global positions, [local_len] int64.
+torch::Tensor positions_of(const SeqLayout& l, int rank, const torch::Device& device) {
+  SeqLayout other = l;
+  other.rank = rank;
+  return other.positions(device);
+}
+
+// One equal-count all-to-all of `send` [p, *S] (block j for rank j) into [p, *S] (block r from
+// rank r), counted as `kind` in direction `dir`.
+torch::Tensor exchange_blocks(ContextParallel& cp, const torch::Tensor& send, CpExchange kind,
+                              int dir) {
+  const int p = cp.layout().ranks;
+  auto recv = torch::empty_like(send);
+  const int64_t block = send.numel() / p;
+  const std::vector<int64_t> counts(size_t(p), block);
+  cp.comm().all_to_all(send, recv, counts, counts);
+  cp.mutable_stats().bytes_sent[size_t(kind)][size_t(dir)] +=
+      int64_t(p - 1) * block * int64_t(send.element_size());
+  return recv;
+}
+
+// [B, L, H, d] sequence-sharded -> [B, T, H / p, d] head-sharded (every position in order).
+torch::Tensor seq_to_heads(ContextParallel& cp, const torch::Tensor& x, CpExchange kind, int dir) {
+  const SeqLayout& l = cp.layout();
+  const int p = l.ranks;
+  const int64_t B = x.size(0), L = x.size(1), H = x.size(2), d = x.size(3), Hp = H / p;
+  // block j: my tokens of rank j's heads
+  auto send = x.reshape({B, L, p, Hp, d}).permute({2, 0, 1, 3, 4}).contiguous();
+  auto recv = exchange_blocks(cp, send, kind, dir);  // [p, B, L, Hp, d]: rank r's tokens
+  auto out = torch::empty({B, l.seq_len, Hp, d}, x.options());
+  for (int r = 0; r < p; ++r)
+    out.index_copy_(1, positions_of(l, r, x.device()), recv[r]);
+  return out;
+}
+
+// The inverse: [B, T, H / p, d] -> [B, L, H, d].
+torch::Tensor heads_to_seq(ContextParallel& cp, const torch::Tensor& y, CpExchange kind, int dir) {
+  const SeqLayout& l = cp.layout();
+  const int p = l.ranks;
+  const int64_t B = y.size(0), Hp = y.size(2), d = y.size(3), L = l.local_len();
+  std::vector<torch::Tensor> blocks;  // block r: rank r's tokens of my heads
+  for (int r = 0; r < p; ++r) blocks.push_back(y.index_select(1, positions_of(l, r, y.device())));
+  auto recv = exchange_blocks(cp, torch::stack(blocks), kind, dir);  // [p, B, L, Hp, d]
+  return recv.permute({1, 2, 0, 3, 4}).reshape({B, L, p * Hp, d});
+}
+
+struct ToHeadsFn : torch::autograd::Function<ToHeadsFn> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, int64_t kind,
+                               int64_t shard) {
+    ctx->saved_data["shard"] = shard;
+    ctx->saved_data["kind"] = kind;
+    return {seq_to_heads(*reinterpret_cast<ContextParallel*>(shard), x, CpExchange(kind), 0)};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto kind = CpExchange(ctx->saved_data["kind"].toInt());
+    return {heads_to_seq(*shard_of(ctx), grads[0].contiguous(), kind, 1), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+struct ToSequenceFn : torch::autograd::Function<ToSequenceFn> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& y, int64_t kind,
+                               int64_t shard) {
+    ctx->saved_data["shard"] = shard;
+    ctx->saved_data["kind"] = kind;
+    return {heads_to_seq(*reinterpret_cast<ContextParallel*>(shard), y, CpExchange(kind), 0)};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto kind = CpExchange(ctx->saved_data["kind"].toInt());
+    return {seq_to_heads(*shard_of(ctx), grads[0].contiguous(), kind, 1), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 const char* cp_exchange_name(CpExchange kind) {
@@ -563,16 +644,32 @@ const char* cp_exchange_name(CpExchange kind) {
     case CpExchange::gdn_state: return "gdn_state";
     case CpExchange::window_halo: return "window_halo";
     case CpExchange::ring_kv: return "ring_kv";
+    case CpExchange::gdn_heads: return "gdn_heads";
+    case CpExchange::attn_heads: return "attn_heads";
     case CpExchange::count: break;
   }
   return "unknown";
 }
 
 ContextParallel::ContextParallel(std::shared_ptr<comm::Communicator> cp_comm, int64_t seq_len,
-                                 bool zigzag, CpScheme scheme)
+                                 bool zigzag, CpScheme scheme, CpAttention attention)
     : comm_(std::move(cp_comm)),
       layout_(model::make_seq_layout(seq_len, comm_->size(), comm_->rank(), zigzag)),
-      scheme_(scheme) {}
+      scheme_(scheme),
+      attention_(attention) {}
+
+bool ContextParallel::heads_sharded(HeadLayer layer) const {
+  return layer == HeadLayer::gdn ? scheme_ == CpScheme::alltoall
+                                 : attention_ == CpAttention::alltoall;
+}
+
+torch::Tensor ContextParallel::to_heads(const torch::Tensor& x, HeadLayer layer) {
+  return ToHeadsFn::apply(x, int64_t(head_kind(layer)), reinterpret_cast<int64_t>(this))[0];
+}
+
+torch::Tensor ContextParallel::to_sequence(const torch::Tensor& x, HeadLayer layer) {
+  return ToSequenceFn::apply(x, int64_t(head_kind(layer)), reinterpret_cast<int64_t>(this))[0];
+}
 
 std::vector<torch::Tensor> ContextParallel::halo(const torch::Tensor& x, int64_t n) {
   return HaloFn::apply(x, n, reinterpret_cast<int64_t>(this));

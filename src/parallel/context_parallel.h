@@ -18,6 +18,15 @@
 //                                sends alike), each rank merging the prefix up to its pieces;
 //                                backward one all-gather of every piece's R dO ([B, H, dk, dv])
 //                                and the suffix merged the same way: no chain of waits.
+//                     alltoall   no state exchange: to_heads / to_sequence below.
+//   to_heads          the all-to-all schemes (--cp-scheme alltoall for G layers, --cp-attention
+//   to_sequence       alltoall for A and S layers): one all-to-all moves each rank's tokens of
+//                     every other rank's heads there ([B, L, H / p, d] to each of the p - 1
+//                     others), the receiver placing them at their global positions; the
+//                     inverse sends the outputs back. Backward: the inverse exchange of the
+//                     gradients. G layers send q | k | v and beta | g before the core and o
+//                     after; A / S layers q | k | v (KV heads repeated to divide, see
+//                     model::attention_kv_repeat) and the output.
 //   attention         A layers: ring attention. The KV blocks travel around the cp ring (p - 1
 //                     shifts, each overlapped with the step's tiles); every rank merges the
 //                     partial softmax sums of the blocks it sees with the log-sum-exp rule of the
@@ -40,7 +49,8 @@
 
 namespace hlp::parallel {
 
-enum class CpExchange { conv_halo, gdn_state, window_halo, ring_kv, count };
+// gdn_heads / attn_heads: the all-to-all schemes' re-sharding of G / attention layers
+enum class CpExchange { conv_halo, gdn_state, window_halo, ring_kv, gdn_heads, attn_heads, count };
 const char* cp_exchange_name(CpExchange kind);  // "conv_halo", "gdn_state", ...
 
 struct CpStats {
@@ -57,16 +67,20 @@ class ContextParallel : public model::ContextShard {
  public:
   // cp_comm: the cp group (rank = position of this rank's pieces); the layout's seq_len = T.
   ContextParallel(std::shared_ptr<comm::Communicator> cp_comm, int64_t seq_len, bool zigzag,
-                  CpScheme scheme = CpScheme::chain);
+                  CpScheme scheme = CpScheme::chain, CpAttention attention = CpAttention::ring);
 
   const model::SeqLayout& layout() const override { return layout_; }
   std::vector<torch::Tensor> halo(const torch::Tensor& x, int64_t n) override;
   std::vector<torch::Tensor> state_chain(const std::vector<GdnPiece>& pieces) override;
   torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           int64_t window) override;
+  bool heads_sharded(HeadLayer layer) const override;
+  torch::Tensor to_heads(const torch::Tensor& x, HeadLayer layer) override;
+  torch::Tensor to_sequence(const torch::Tensor& x, HeadLayer layer) override;
 
   comm::Communicator& comm() const { return *comm_; }
   CpScheme scheme() const { return scheme_; }
+  CpAttention attention_scheme() const { return attention_; }
   const CpStats& stats() const { return stats_; }
   CpStats& mutable_stats() { return stats_; }
   // The kind halo() counts its bytes as: conv_halo (G layers), window_halo while attention()
@@ -77,6 +91,7 @@ class ContextParallel : public model::ContextShard {
   std::shared_ptr<comm::Communicator> comm_;
   model::SeqLayout layout_;
   CpScheme scheme_ = CpScheme::chain;
+  CpAttention attention_ = CpAttention::ring;
   CpStats stats_;
   CpExchange halo_kind_ = CpExchange::conv_halo;
 };

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/printable.h"
+#include "model/head_sharding.h"
 
 namespace hlp::parallel {
 namespace {
@@ -98,6 +99,38 @@ std::string cp_check(int cp, const RunFacts& run) {
              std::to_string(pieces) + " equal pieces (cp " + std::to_string(cp) +
              (zigzag ? ", zigzag layout: 2 pieces a rank" : "") + "); use a multiple of " +
              std::to_string(pieces);
+  }
+  const model::ModelConfig* m = run.model;
+  if (!m) return "";
+  // the all-to-all schemes give each cp rank whole heads of a tp rank's share
+  const int tp = std::max(1, run.tp);
+  auto heads_refusal = [&](const char* option, int64_t heads, const char* what,
+                           const char* instead) -> std::string {
+    if (heads % cp == 0) return "";
+    return std::string(option) + " alltoall shards the " + what + " over the cp ranks: " +
+           std::to_string(heads) + (tp > 1 ? " a tp rank" : "") + " do not divide over --cp " +
+           std::to_string(cp) + "; use " + instead + " or a --cp that divides them";
+  };
+  bool has_gdn = false, has_attention = false;
+  for (char k : m->pattern) (k == 'G' ? has_gdn : has_attention) = true;
+  if (has_gdn && run.cp_scheme == CpScheme::alltoall)
+    if (std::string why = heads_refusal("--cp-scheme", m->gdn_heads / tp, "gated-delta heads",
+                                        "--cp-scheme chain or allgather");
+        !why.empty())
+      return why;
+  if (has_attention && run.cp_attention == CpAttention::alltoall) {
+    if (std::string why = heads_refusal("--cp-attention", m->attn_heads / tp, "attention heads",
+                                        "--cp-attention ring");
+        !why.empty())
+      return why;
+    // KV heads fewer than cp ranks are repeated until they divide (attention_kv_repeat); a query
+    // head's KV head must stay on its rank
+    const int64_t kv = m->attn_kv_heads / tp;
+    if (model::attention_kv_repeat(m->attn_heads / tp, kv, cp) == 0)
+      return "--cp-attention alltoall cannot give each of the --cp " + std::to_string(cp) +
+             " ranks whole groups of query heads with their KV head (" +
+             std::to_string(m->attn_heads / tp) + " query heads, " + std::to_string(kv) +
+             " KV heads" + (tp > 1 ? " a tp rank" : "") + "); use --cp-attention ring";
   }
   return "";
 }
@@ -263,7 +296,9 @@ std::string check_axis(MeshAxis axis, int size, const RunFacts& facts) {
   return size > 1 ? axis_entry(axis).check(size, facts) : "";
 }
 
-std::string check_run(const StrategySpec& spec, const RunFacts& facts) {
+std::string check_run(const StrategySpec& spec, const RunFacts& run) {
+  RunFacts facts = run;
+  facts.tp = spec.tp;  // cp's all-to-all shards the heads a tp rank holds
   for (const auto& a : axis_entries()) {
     std::string why = check_axis(a.axis, spec.size(a.axis), facts);
     if (!why.empty()) return why;

@@ -47,15 +47,29 @@ inline const char* to_string(CpLayout l) { return enum_name(l, kCpLayoutNames); 
 inline CpLayout parse_cp_layout(const std::string& text) {
   return parse_enum("cp-layout", text, kCpLayoutNames);
 }
-// --cp-scheme: how the G layers' delta-rule state reaches the pieces after the first
-// (context_parallel.h): chain (passed piece to piece, LASP-1) | allgather (every piece's
-// transition and state gathered by every rank, each merging the prefix it needs; LASP-2, fla).
-enum class CpScheme : uint8_t { chain, allgather };
+// --cp-scheme: how the G layers see the sequence before their pieces (context_parallel.h):
+// chain (the delta-rule state passed piece to piece, LASP-1) | allgather (every piece's
+// transition and state gathered by every rank, each merging the prefix it needs; LASP-2, fla) |
+// alltoall (the core's inputs re-sharded from sequence to heads and its output back, each rank
+// running the whole sequence for its heads; DeepSpeed-Ulysses, Megatron-Core).
+enum class CpScheme : uint8_t { chain, allgather, alltoall };
 inline constexpr EnumName<CpScheme> kCpSchemeNames[] = {{CpScheme::chain, "chain"},
-                                                        {CpScheme::allgather, "allgather"}};
+                                                        {CpScheme::allgather, "allgather"},
+                                                        {CpScheme::alltoall, "alltoall"}};
 inline const char* to_string(CpScheme s) { return enum_name(s, kCpSchemeNames); }
 inline CpScheme parse_cp_scheme(const std::string& text) {
   return parse_enum("cp-scheme", text, kCpSchemeNames);
+}
+// --cp-attention: how the A and S layers see the keys before their pieces: ring (A: the KV
+// blocks around the cp ring; S: a halo of window - 1 keys and values) | alltoall (queries, keys
+// and values re-sharded from sequence to heads, the layer's own attention over the whole
+// sequence for its heads, the output back).
+enum class CpAttention : uint8_t { ring, alltoall };
+inline constexpr EnumName<CpAttention> kCpAttentionNames[] = {{CpAttention::ring, "ring"},
+                                                              {CpAttention::alltoall, "alltoall"}};
+inline const char* to_string(CpAttention s) { return enum_name(s, kCpAttentionNames); }
+inline CpAttention parse_cp_attention(const std::string& text) {
+  return parse_enum("cp-attention", text, kCpAttentionNames);
 }
 
 struct StrategyEntry {
@@ -75,6 +89,9 @@ struct RunFacts {
   double lora_dropout = 0;
   int64_t seq_len = 0;                        // T; 0 = unknown
   CpLayout cp_layout = CpLayout::zigzag;
+  CpScheme cp_scheme = CpScheme::chain;
+  CpAttention cp_attention = CpAttention::ring;
+  int tp = 1;                                 // set by check_run from the spec
   PipeSchedule pp_schedule = PipeSchedule::one_f_one_b;
   int pp_virtual = 1;
   int micro_batches = 0;                      // per step and dp rank; 0 = unknown

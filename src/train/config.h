@@ -34,6 +34,7 @@ struct TrainConfig {
   int cp = 1;                         // context-parallel size: the sequence split over cp ranks
   parallel::CpLayout cp_layout = parallel::CpLayout::zigzag;  // which pieces of T a cp rank holds
   parallel::CpScheme cp_scheme = parallel::CpScheme::chain;   // how the G layers' state travels
+  parallel::CpAttention cp_attention = parallel::CpAttention::ring;  // how A / S layers exchange
   int ep = 1;                         // expert-parallel size: MoE experts split over ep dp ranks
   int micro_batches = 0;              // M; 0 = derived from global / (dp * micro_batch)
   double bucket_mb = 25.0;            // DDP gradient bucket size

@@ -108,6 +108,7 @@ metrics::ContextParallelInfo context_parallel_info(const parallel::ContextParall
   info.layout = to_string(cp.layout().zigzag ? parallel::CpLayout::zigzag
                                              : parallel::CpLayout::contiguous);
   info.scheme = to_string(cp.scheme());
+  info.attention_scheme = to_string(cp.attention_scheme());
   info.steps = steps;
   const size_t kinds = size_t(parallel::CpExchange::count);
   for (size_t k = 0; k < kinds; ++k)
@@ -167,6 +168,8 @@ void build_strategy(Session& s) {
   facts.lora_dropout = so.lora.dropout;
   facts.seq_len = c.seq_len;
   facts.cp_layout = c.cp_layout;
+  facts.cp_scheme = c.cp_scheme;
+  facts.cp_attention = c.cp_attention;
   facts.pp_schedule = c.pp_schedule;
   facts.pp_virtual = c.pp_virtual;
   facts.micro_batches = s.split.micro_batches;
@@ -384,7 +387,8 @@ std::unique_ptr<Session> open_session(const RunContext& ctx, const TrainHooks& h
   const TrainConfig& c = ctx.config;
   if (ctx.spec.cp > 1)
     s->cp_shard = std::make_shared<parallel::ContextParallel>(
-        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag, c.cp_scheme);
+        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag, c.cp_scheme,
+        c.cp_attention);
   if (ctx.spec.ep > 1) s->ep_shard = std::make_shared<parallel::ExpertParallel>(ctx.mesh->ep_comm());
   s->split = split_batch(c, ctx.mesh->shape().dp);
   open_data(*s);
@@ -402,7 +406,8 @@ std::unique_ptr<Session> open_eval_session(const RunContext& ctx, const TrainHoo
   const TrainConfig& c = ctx.config;
   if (ctx.spec.cp > 1)
     s->cp_shard = std::make_shared<parallel::ContextParallel>(
-        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag, c.cp_scheme);
+        ctx.mesh->cp_comm(), c.seq_len, c.cp_layout == parallel::CpLayout::zigzag, c.cp_scheme,
+        c.cp_attention);
   if (ctx.spec.ep > 1) s->ep_shard = std::make_shared<parallel::ExpertParallel>(ctx.mesh->ep_comm());
   s->split = BatchSplit{1, 1, 1};  // one sequence at a time, the same on every rank
   s->tokenizer_vocab = tokenizer_vocab;

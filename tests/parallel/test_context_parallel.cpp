@@ -62,13 +62,14 @@ LayerRun run_layer(torch::nn::Module& layer, const std::function<torch::Tensor(t
 parallel::CpStats check_layer(torch::nn::Module& layer,
                               const std::function<torch::Tensor(torch::Tensor)>& fwd, int64_t T,
                               int64_t D, bool zigzag,
-                              parallel::CpScheme scheme = parallel::CpScheme::chain) {
+                              parallel::CpScheme scheme = parallel::CpScheme::chain,
+                              parallel::CpAttention attention = parallel::CpAttention::ring) {
   torch::manual_seed(3);
   const int64_t B = 2;
   auto x = torch::randn({B, T, D}, torch::kFloat64);
   auto w = torch::randn({B, T, D}, torch::kFloat64);
   const auto want = run_layer(layer, fwd, x, w);
-  parallel::ContextParallel cp(world(), T, zigzag, scheme);
+  parallel::ContextParallel cp(world(), T, zigzag, scheme, attention);
   const auto& l = cp.layout();
   LayerRun got;
   {
@@ -118,7 +119,8 @@ constexpr int64_t kT = 32, kB = 2, kF64 = 8;
 TEST_CASE("context parallel: every G layer variant matches the whole sequence in float64",
           "[cp]") {
   const int p = world()->size();
-  for (auto scheme : {parallel::CpScheme::chain, parallel::CpScheme::allgather})
+  for (auto scheme :
+       {parallel::CpScheme::chain, parallel::CpScheme::allgather, parallel::CpScheme::alltoall})
   for (bool zigzag : {true, false})
     for (auto variant : {model::GdnVariant::gated_deltanet, model::GdnVariant::jetblock})
       for (auto kernels : {model::Kernels::fused, model::Kernels::reference})
@@ -129,6 +131,8 @@ TEST_CASE("context parallel: every G layer variant matches the whole sequence in
             c.gdn_variant = variant;
             c.gdn_mode = mode;
             c.gdn_chunk = chunk;
+            const bool heads = scheme == parallel::CpScheme::alltoall;
+            if (heads) c.gdn_heads = 4;  // whole heads on each of 2 or 4 ranks
             SECTION(std::string(parallel::to_string(scheme)) + " " +
                     (zigzag ? "zigzag" : "contiguous") + " " +
                     (variant == model::GdnVariant::jetblock ? "jetblock" : "gated_deltanet") +
@@ -148,19 +152,28 @@ TEST_CASE("context parallel: every G layer variant matches the whole sequence in
               const int64_t crossing = crossing_boundaries(p, zigzag);
               const int64_t halo = crossing * (c.gdn_conv_width - 1) * conv_channels * kB * kF64;
               // chain: one state a crossing boundary each way; allgather: every piece's
-              // transition and state forward (piece 0's transition as zeros), its R dO backward
+              // transition and state forward (piece 0's transition as zeros), its R dO backward;
+              // alltoall: none
               const int64_t pieces = model::seq_piece_count(p, zigzag);
               const std::array<int64_t, 2> state =
                   scheme == parallel::CpScheme::chain
                       ? std::array<int64_t, 2>{crossing * kB * H * dk * dv * kF64,
                                                crossing * kB * H * dk * dv * kF64}
-                      : std::array<int64_t, 2>{pieces * kB * H * (dk * dk + dk * dv) * kF64,
-                                               pieces * kB * H * dk * dv * kF64};
+                  : scheme == parallel::CpScheme::allgather
+                      ? std::array<int64_t, 2>{pieces * kB * H * (dk * dk + dk * dv) * kF64,
+                                               pieces * kB * H * dk * dv * kF64}
+                      : std::array<int64_t, 2>{0, 0};
+              // alltoall: every rank sends each of the p - 1 others its T / p tokens of their
+              // H / p heads: q | k | v and beta | g in, o out; the backward the same back
+              const int64_t a2a =
+                  heads ? (p - 1) * kB * kT * (H / p) * (2 * dk + 2 + dv + dv) * kF64 : 0;
               using K = parallel::CpExchange;
               for (int d : {0, 1}) {
                 INFO("direction " << (d == 0 ? "forward" : "backward"));
                 CHECK(bytes[size_t(K::conv_halo)][size_t(d)] == halo);
                 CHECK(bytes[size_t(K::gdn_state)][size_t(d)] == state[size_t(d)]);
+                CHECK(bytes[size_t(K::gdn_heads)][size_t(d)] == a2a);
+                CHECK(bytes[size_t(K::attn_heads)][size_t(d)] == 0);
                 CHECK(bytes[size_t(K::window_halo)][size_t(d)] == 0);
                 CHECK(bytes[size_t(K::ring_kv)][size_t(d)] == 0);
               }
@@ -183,6 +196,7 @@ TEST_CASE("context parallel: full and sliding-window attention match the whole s
         const auto bytes = group_bytes(stats);
         const int64_t kv_width = c.attn_kv_heads * c.attn_head_dim;
         using K = parallel::CpExchange;
+        CHECK(bytes[size_t(K::attn_heads)][0] == 0);
         if (window == 0) {
           // ring: p - 1 shifts of every rank's K and V forward; backward p - 1 shifts of K, V,
           // dK, dV and a last one of dK, dV
@@ -207,6 +221,48 @@ TEST_CASE("context parallel: full and sliding-window attention match the whole s
         }
       }
     }
+}
+
+TEST_CASE("context parallel: attention re-sharded to heads (alltoall) matches the whole sequence "
+          "in float64", "[cp]") {
+  const int p = world()->size();
+  for (bool zigzag : {true, false})
+    for (int64_t window : {0, 4, 13})
+      for (int64_t kv_heads : {1, 2, 4}) {  // KV heads repeated p, p / 2 (or 1) times, or not
+        SECTION(std::string(zigzag ? "zigzag" : "contiguous") + " window " +
+                std::to_string(window) + " kv heads " + std::to_string(kv_heads)) {
+          auto c = layer_config();  // 4 query heads of 16
+          c.attn_kv_heads = kv_heads;
+          const int64_t repeat = model::attention_kv_repeat(c.attn_heads, kv_heads, p);
+          REQUIRE(repeat >= 1);
+          model::CausalSelfAttention layer(c, window);
+          randomise(*layer);
+          auto stats = check_layer(
+              *layer, [&](torch::Tensor x) { return layer->forward(x); }, kT, c.hidden, zigzag,
+              parallel::CpScheme::chain, parallel::CpAttention::alltoall);
+          const auto bytes = group_bytes(stats);
+          // every rank sends each of the p - 1 others its T / p tokens of their heads: H / p
+          // query heads and KV repeat / p key and value heads in, H / p heads out; the
+          // backward the same back
+          const int64_t H = c.attn_heads, kv = kv_heads * repeat, hd = c.attn_head_dim;
+          const int64_t a2a = (p - 1) * kB * kT * (2 * H + 2 * kv) / p * hd * kF64;
+          using K = parallel::CpExchange;
+          for (int d : {0, 1}) {
+            INFO("direction " << (d == 0 ? "forward" : "backward"));
+            CHECK(bytes[size_t(K::attn_heads)][size_t(d)] == a2a);
+            CHECK(bytes[size_t(K::ring_kv)][size_t(d)] == 0);
+            CHECK(bytes[size_t(K::window_halo)][size_t(d)] == 0);
+            CHECK(bytes[size_t(K::gdn_heads)][size_t(d)] == 0);
+          }
+          CHECK(stats.attention_score_entries == 0);
+        }
+      }
+  // what cannot be sharded so
+  CHECK(model::attention_kv_repeat(4, 1, 3) == 0);   // 4 query heads over 3 ranks
+  CHECK(model::attention_kv_repeat(6, 2, 4) == 0);   // group 3, KV repeated twice
+  CHECK(model::attention_kv_repeat(12, 2, 8) == 0);  // Jet-Nemotron-2B's 12 / 2 at cp 8
+  CHECK(model::attention_kv_repeat(12, 2, 4) == 2);  // ... at cp 4: 3 query heads, 1 KV
+  CHECK(model::attention_kv_repeat(12, 2, 2) == 1);
 }
 
 TEST_CASE("context parallel: the sequence layout", "[cp]") {
