@@ -483,6 +483,102 @@ Figure expert_load(const std::vector<ConfigRow>& rows, const std::string& dir) {
   return fig;
 }
 
+// One cp size of cp_schemes: step time and exposed communication against T, one colour per
+// pair of schemes (the G layers' state / the attention layers'), in the slice of `cp_rows` that
+// has the most points.
+Figure cp_schemes_figure(int64_t cp, const std::vector<const ConfigRow*>& cp_rows,
+                         const std::string& dir) {
+  const std::string n = std::to_string(cp), name = "cp_schemes_cp" + n;
+  Figure fig = make_figure(
+      name, "Context-parallel schemes, cp " + n,
+      "Runs with context parallelism over " + n + " ranks: the median step time (slowest rank, "
+      "after warm-up; solid) and the exposed communication (dashed) against the sequence "
+      "length, one colour per pair of schemes: the G layers' state (`--cp-scheme`: chain, "
+      "allgather, alltoall) / the attention layers' (`--cp-attention`: ring, alltoall). Exposed "
+      "communication = median `comm_exposed_s` (blocked in collectives: the all-gathers and "
+      "all-to-alls) + median `pipeline_wait_s` (blocked in point-to-point exchanges: the state "
+      "chain's hops, the halos, ring attention's shifts), so that every scheme's waits count. "
+      "Log-log axes; a point of 0 s exposed is not drawn.");
+  // Every configuration column but T and the two schemes is held (cp is the figure's own): the
+  // schemes of one experiment. No column to maximise (""): the slice with the most points wins.
+  std::vector<std::string> held;
+  for (const auto& c : config_columns())
+    if (c != "seq_len" && c != "cp_scheme" && c != "cp_attention") held.push_back(c);
+  const auto slice = best_slice(cp_rows, held, "");
+  struct Point {
+    double step_s, collectives_s, point_to_point_s;
+  };
+  std::map<std::string, std::map<double, Point>> pairs;  // "chain / ring" -> T -> medians
+  for (const ConfigRow* r : slice) {
+    const double t = double(r->config_int("seq_len"));
+    const double step = r->median(schema::kStepTime);
+    if (t <= 0 || std::isnan(step)) continue;
+    pairs[r->value("cp_scheme") + " / " + r->value("cp_attention")].emplace(
+        t, Point{step, r->median(schema::kCommExposed), r->median(schema::kPipelineWait)});
+  }
+  if (pairs.empty()) {
+    fig.skip_reason = "no cp " + n + " run recorded a step time at a known sequence length";
+    return fig;
+  }
+  if (slice.size() < cp_rows.size())
+    fig.sentence += " " + std::to_string(cp_rows.size() - slice.size()) + " other cp " + n +
+                    " configuration(s) (another model, strategy, world size or setting) are not "
+                    "drawn.";
+  std::ofstream dat(dir + "/" + name + ".dat");
+  dat << "# cp " << n << ": one block per pair of schemes (state / attention); medians in s; "
+      << "exposed_comm_s = comm_exposed_s + pipeline_wait_s\n"
+      << "# seq_len  step_time_s  exposed_comm_s  comm_exposed_s  pipeline_wait_s\n";
+  const auto zero_if_nan = [](double v) { return std::isnan(v) ? 0.0 : v; };
+  std::ostringstream plot;
+  plot << "plot ";
+  size_t i = 0;
+  for (const auto& [pair, points] : pairs) {
+    dat << "# series: " << pair << "\n";
+    for (const auto& [t, p] : points) {
+      // a file without one of the two wait metrics counts it as 0; without both: no value
+      const double exposed = std::isnan(p.collectives_s) && std::isnan(p.point_to_point_s)
+                                 ? std::nan("")
+                                 : zero_if_nan(p.collectives_s) + zero_if_nan(p.point_to_point_s);
+      dat << num(t) << " " << num(p.step_s) << " " << num(exposed) << " " << num(p.collectives_s)
+          << " " << num(p.point_to_point_s) << "\n";
+    }
+    dat << "\n\n";
+    const std::string lc = std::to_string(i + 1), block = std::to_string(i);
+    plot << (i ? ", \\\n     " : "") << "'" << name << ".dat' index " << block
+         << " using 1:2 with linespoints lw 2 pt 7 ps 1.5 lc " << lc << " title "
+         << gp_quote(pair + " step") << ", \\\n     '' index " << block
+         << " using 1:3 with linespoints dt 2 lw 2 pt 6 ps 1.5 lc " << lc << " title "
+         << gp_quote(pair + " exposed comm");
+    ++i;
+  }
+  dat.close();
+  const ConfigRow& ref = *slice.front();
+  write_gnuplot_script(dir, name,
+                       "set title 'Context parallelism cp " + n + ": step time and exposed "
+                       "communication (" + ref.value("model") + ", " + label(ref) + ")'\n"
+                       "set xlabel 'sequence length (tokens)'\nset logscale x 2\n"
+                       "set ylabel 'seconds per step (median)'\nset logscale y\n"
+                       "set offsets graph 0.05, graph 0.05, 0, 0\n" +  // points off the frame
+                           plot.str() + "\n");
+  fig.has_data = true;
+  return fig;
+}
+
+// Context parallelism's exchange schemes compared: one figure per cp size (cp_schemes_cp2,
+// cp_schemes_cp4 ...), or one skipped `cp_schemes` when no run has cp >= 2.
+std::vector<Figure> cp_schemes(const std::vector<ConfigRow>& rows, const std::string& dir) {
+  std::map<int64_t, std::vector<const ConfigRow*>> by_cp;  // cp ascending
+  for (const auto& r : rows)
+    if (r.config_int("cp") >= 2) by_cp[r.config_int("cp")].push_back(&r);
+  std::vector<Figure> out;
+  for (const auto& [cp, cp_rows] : by_cp) out.push_back(cp_schemes_figure(cp, cp_rows, dir));
+  if (out.empty()) {
+    out.push_back(make_figure("cp_schemes", "Context-parallel schemes", ""));
+    out.back().skip_reason = "no run with context parallelism (cp >= 2)";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std::string& outdir) {
@@ -494,6 +590,7 @@ std::vector<Figure> write_figures(const std::vector<ConfigRow>& rows, const std:
           split_ablation(rows, outdir),    loss_curves(rows, outdir),
           plan_accuracy(rows, outdir),     expert_load(rows, outdir)})
     figures.push_back(std::move(f));
+  for (auto& f : cp_schemes(rows, outdir)) figures.push_back(std::move(f));
   return figures;
 }
 

@@ -13,6 +13,8 @@
 //   loss_curves           loss per step of every configuration, overlaid
 //   plan_accuracy         hlp-plan's predicted / measured peak and tokens/s per configuration
 //   expert_load           busiest expert / mean expert per sparse MoE layer, per configuration
+//   cp_schemes_cp<N>      one per cp size N: step time and exposed comm vs sequence length per
+//                         pair of cp schemes (state / attention); `cp_schemes`, skipped, without cp
 //   pareto_t<T>           tokens/s per device vs peak per device at context T, fronts drawn
 #include <string>
 #include <vector>

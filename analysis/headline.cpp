@@ -17,7 +17,7 @@ namespace {
 const std::set<std::string> kMeshColumns = {"strategy", "dp", "pp", "tp", "cp", "ep",
                                             "world_size", "micro_batches", "pp_split",
                                             "pp_schedule", "pp_virtual", "cp_layout",
-                                            "cp_scheme"};
+                                            "cp_scheme", "cp_attention"};
 
 // a headline cell: "–" where the value does not apply
 std::string cell(const char* f, double v) { return fmt_or(f, v, "–"); }

@@ -233,11 +233,13 @@ RunData load_one(const std::string& path) {
     c["pp_schedule"] = "-";
     c["pp_virtual"] = "-";
   }
-  // Layout and scheme mean something only under context parallelism (cp > 1): "-" otherwise.
-  // (Files before --cp-scheme have none: the chain.)
+  // Layout and schemes mean something only under context parallelism (cp > 1): "-" otherwise.
+  // (Files before --cp-scheme have none: the chain; before --cp-attention: ring attention.)
   const bool is_cp = c["cp"] != "1" && c["cp"] != "?";
   c["cp_layout"] = !is_cp ? "-" : ini.count("cp-layout") ? ini_value(ini, "cp-layout") : "zigzag";
   c["cp_scheme"] = !is_cp ? "-" : ini.count("cp-scheme") ? ini_value(ini, "cp-scheme") : "chain";
+  c["cp_attention"] =
+      !is_cp ? "-" : ini.count("cp-attention") ? ini_value(ini, "cp-attention") : "ring";
   c["precision"] = ini_value(ini, "precision");
   // the storage of frozen weight matrices (--base-dtype, resolved); files before it had fp32
   c["base_dtype"] = ini.count("base-dtype") ? ini_value(ini, "base-dtype") : "fp32";

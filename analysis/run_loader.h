@@ -21,7 +21,7 @@ inline const std::vector<std::string>& config_columns() {
   static const std::vector<std::string> cols = {
       "strategy", "dp", "pp", "tp", "cp", "ep", "world_size", "device", "model", "pattern",
       "lora_rank", "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split",
-      "pp_schedule", "pp_virtual", "cp_layout", "cp_scheme",
+      "pp_schedule", "pp_virtual", "cp_layout", "cp_scheme", "cp_attention",
       "precision", "base_dtype", "act_ckpt", "gdn_mode", "attn_impl"};
   return cols;
 }

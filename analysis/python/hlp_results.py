@@ -103,8 +103,8 @@ SCHEMA_VERSION = 1  # src/metrics/schema.h kSchemaVersion: the versions this rea
 CONFIG_COLUMNS = (
     "strategy", "dp", "pp", "tp", "cp", "ep", "world_size", "device", "model", "pattern",
     "lora_rank", "seq_len", "micro_batch", "global_batch", "micro_batches", "pp_split",
-    "pp_schedule", "pp_virtual", "cp_layout", "cp_scheme", "precision", "base_dtype", "act_ckpt",
-    "gdn_mode", "attn_impl")
+    "pp_schedule", "pp_virtual", "cp_layout", "cp_scheme", "cp_attention", "precision",
+    "base_dtype", "act_ckpt", "gdn_mode", "attn_impl")
 
 # analysis/run_loader.cpp analysed_metrics(): the step metrics the table is built from
 ANALYSED_METRICS = (
@@ -674,12 +674,15 @@ def _load_open(f, path, file_bytes):
         c["pp_virtual"] = str(pipeline["virtual_chunks"] if pipeline else 1)
     else:
         c["pp_split"] = c["pp_schedule"] = c["pp_virtual"] = "-"
-    # layout and scheme only under context parallelism; files before --cp-scheme: the chain
+    # layout and schemes only under context parallelism; files before --cp-scheme: the chain,
+    # before --cp-attention: ring attention
     is_cp = c["cp"] not in ("1", "?")
     c["cp_layout"] = "-" if not is_cp else (_ini_value(ini, "cp-layout") if "cp-layout" in ini
                                             else "zigzag")
     c["cp_scheme"] = "-" if not is_cp else (_ini_value(ini, "cp-scheme") if "cp-scheme" in ini
                                             else "chain")
+    c["cp_attention"] = "-" if not is_cp else (_ini_value(ini, "cp-attention")
+                                               if "cp-attention" in ini else "ring")
     c["precision"] = _ini_value(ini, "precision")
     c["base_dtype"] = _ini_value(ini, "base-dtype") if "base-dtype" in ini else "fp32"
     c["act_ckpt"] = _ini_value(ini, "activation-checkpointing")

@@ -3,9 +3,10 @@
 valid PNG and SVG (+ its .gp script and .dat data), that index.md embeds each one and notes the
 skipped ones, and that the tables were written. Optionally checks `trace` on one file, and that a
 missing gnuplot is a clear error; with --moe-fixture, the points of expert_load.dat against the
-MoE file of write_fixtures.cpp (moe_expert_parallel).
+MoE file of write_fixtures.cpp (moe_expert_parallel); with --cp-fixture, those of
+cp_schemes_cp2.dat and cp_schemes_cp4.dat against its context-parallel files (context_parallel).
 Usage: check_report.py HLP_ANALYZE INPUT OUTDIR --figures a,b,c --skipped d,e [--trace FILE.h5]
-                       [--plan] [--moe-fixture]"""
+                       [--plan] [--moe-fixture] [--cp-fixture]"""
 import argparse
 import json
 import os
@@ -27,6 +28,7 @@ ap.add_argument("--trace", default="")
 # measurement, the predicted peak within 10 % of the measured one
 ap.add_argument("--plan", action="store_true")
 ap.add_argument("--moe-fixture", action="store_true")
+ap.add_argument("--cp-fixture", action="store_true")
 args = ap.parse_args()
 
 # write_fixtures.cpp moe_expert_parallel: /experts tokens_per_expert [step][sparse layer][expert]
@@ -38,17 +40,27 @@ MOE_TOKENS = (((384, 64, 32, 32), (128, 128, 128, 128)),
               ((128, 160, 96, 128), (128, 128, 128, 128)),
               ((128, 128, 128, 128), (64, 256, 96, 96)))
 
+# write_fixtures.cpp context_parallel: per cp size, per pair of schemes (state / attention, in
+# name order), per T: the medians after warm-up 1 of step_time_s, comm_exposed_s + pipeline_wait_s,
+# comm_exposed_s, pipeline_wait_s (the .dat's columns after seq_len)
+CP_POINTS = {
+    "cp_schemes_cp2": {"allgather / ring": [(64, 4, 1.5, 1, 0.5), (128, 9, 3, 2, 1)],
+                       "alltoall / alltoall": [(64, 3, 1.25, 1, 0.25), (128, 7, 3.5, 3, 0.5)],
+                       "chain / ring": [(64, 5, 2.25, 0.25, 2), (128, 11, 5, 0.5, 4.5)]},
+    # the file from before the scheme options: chain and ring
+    "cp_schemes_cp4": {"chain / ring": [(64, 3, 1.25, 0.25, 1)]}}
+
 
 def dat_series(path):
-    """A write_series .dat file: {series name: [(x, y), ...]}."""
+    """A .dat file of blocks after "# series: NAME" lines: {series name: [(x, y, ...), ...]},
+    every column of each point."""
     series, name = {}, None
     for line in open(path):
         if line.startswith("# series: "):
             name = line[len("# series: "):].rstrip("\n")
             series[name] = []
         elif line.strip() and not line.startswith("#") and name is not None:
-            x, y = line.split()[:2]
-            series[name].append((float(x), float(y)))
+            series[name].append(tuple(float(v) for v in line.split()))
     return series
 
 
@@ -119,6 +131,23 @@ if args.moe_fixture:
     gp = os.path.join(args.outdir, "expert_load.gp")
     expect(os.path.exists(gp) and "even routing" in open(gp).read(),
            "expert_load.gp draws the even-routing line at 1")
+
+if args.cp_fixture:
+    for name, want in CP_POINTS.items():
+        dat = os.path.join(args.outdir, name + ".dat")
+        got = dat_series(dat) if os.path.exists(dat) else {}
+        expect(list(got) == list(want), f"{name}.dat: the series {list(want)}: {list(got)}")
+        for pair, points in want.items():
+            have = got.get(pair, [])
+            expect(len(have) == len(points) and
+                   all(len(g) == len(w) and all(abs(a - b) <= 1e-9 for a, b in zip(g, w))
+                       for g, w in zip(have, points)),
+                   f"{name}.dat {pair}: points {have}, want {points}")
+        gp = os.path.join(args.outdir, name + ".gp")
+        text = open(gp).read() if os.path.exists(gp) else ""
+        expect(all(f"'{pair} step'" in text and f"'{pair} exposed comm'" in text for pair in want),
+               f"{name}.gp draws each pair's step time and exposed communication")
+    expect("Skipped (`cp_schemes`)" not in index, "cp_schemes not skipped with cp runs")
 
 for name in filter(None, args.skipped.split(",")):
     expect(f"*Skipped (`{name}`)" in index, f"index.md notes that {name} was skipped")

@@ -52,10 +52,10 @@ NAN = math.nan
 
 # ---- default warm-up (1): the known table --------------------------------------------------------
 rows, err = table(KNOWN)
-# 9 configurations: ddp at T 64 and 128, the MoE file ddp+ep2 (after "ddp": a longer name), fsdp,
-# four pipelines, single
+# 16 configurations: seven of context parallelism (cp: first by name), ddp at T 64 and 128, the
+# MoE file ddp+ep2 (after "ddp": a longer name), fsdp, four pipelines, single
 expect([r["strategy"] for r in rows] ==
-       ["ddp", "ddp", "ddp+ep2", "fsdp", "pp", "pp", "pp", "pp", "single"],
+       ["cp"] * 7 + ["ddp", "ddp", "ddp+ep2", "fsdp", "pp", "pp", "pp", "pp", "single"],
        f"rows and their order: {[r['strategy'] for r in rows]}")
 expect("incomplete.h5" in err and "incomplete" in err and len(err.strip().splitlines()) == 1,
        f"one stderr line for the incomplete file, got: {err!r}")
@@ -116,8 +116,38 @@ expect(len(moe_md) == 1 and moe_md[0].get("ep") == "2" and
        moe_md[0].get("all-to-all MiB/step") == "3.00",
        f"markdown: the MoE row's ep and expert columns: {moe_md}")
 expect(all(r.get("expert imbalance") == "–" and r.get("all-to-all MiB/step") == "–"
-           for r in md_rows if r.get("strategy") != "ddp+ep2") and len(md_rows) == 9,
+           for r in md_rows if r.get("strategy") != "ddp+ep2") and len(md_rows) == 16,
        f"markdown: dense rows show – in the expert columns: {md_rows}")
+
+# ---- context parallelism (write_fixtures.cpp context_parallel) -----------------------------------
+# cp_layout, cp_scheme and cp_attention from the INI ("-" without cp); the cp 4 file has none of
+# the lines (before the options): zigzag, chain, ring. Sorted by cp, T, then the schemes by name.
+# Medians of steps 1 and 2 (warm-up 1).
+CP_ROWS = [  # cp, T, cp_scheme, cp_attention, step_time_s, comm_exposed_s, pipeline_wait_s
+    (2, 64, "allgather", "ring", 4.0, 1.0, 0.5),
+    (2, 64, "alltoall", "alltoall", 3.0, 1.0, 0.25),
+    (2, 64, "chain", "ring", 5.0, 0.25, 2.0),
+    (2, 128, "allgather", "ring", 9.0, 2.0, 1.0),
+    (2, 128, "alltoall", "alltoall", 7.0, 3.0, 0.5),
+    (2, 128, "chain", "ring", 11.0, 0.5, 4.5),
+    (4, 64, "chain", "ring", 3.0, 0.25, 1.0)]
+got = [(int(r["cp"]), int(r["seq_len"]), r["cp_scheme"], r["cp_attention"]) for r in rows
+       if r["strategy"] == "cp"]
+expect(got == [c[:4] for c in CP_ROWS], f"cp rows and their order: {got}")
+for cp, t, scheme, attention, step, collectives, point_to_point in CP_ROWS:
+    check_values(find(rows, strategy="cp", cp=cp, seq_len=t, cp_scheme=scheme,
+                      cp_attention=attention), f"cp{cp} T{t} {scheme}/{attention}",
+                 cp_layout="zigzag", dp="1", world_size="2", runs="1", steps_used="2",
+                 step_time_s_median=step, comm_exposed_s_median=collectives,
+                 pipeline_wait_s_median=point_to_point)
+for r in rows:
+    if r["cp"] == "1":
+        expect((r["cp_layout"], r["cp_scheme"], r["cp_attention"]) == ("-", "-", "-"),
+               f"{r['strategy']} T{r['seq_len']}: no cp, no cp columns: "
+               f"{(r['cp_layout'], r['cp_scheme'], r['cp_attention'])}")
+expect([r.get("cp_attention") for r in md_rows] ==
+       [c[3] for c in CP_ROWS] + ["–"] * 9,
+       f"markdown: cp_attention per row, – without cp: {[r.get('cp_attention') for r in md_rows]}")
 
 
 # ---- the pipeline bubble measured from hand-placed trace spans (write_fixtures.cpp) -------------
@@ -169,9 +199,9 @@ check_values(find(rows, strategy="ddp", seq_len=64), "ddp64 w10", steps_used="2"
 
 # ---- --include-incomplete -------------------------------------------------------------------------
 rows, err = table(KNOWN, "--include-incomplete")
-# the 9 configurations above and the incomplete file's
-expect(len(rows) == 10 and err.strip() == "",
-       f"10 rows, quiet stderr with --include-incomplete: {err!r}")
+# the 16 configurations above and the incomplete file's
+expect(len(rows) == 17 and err.strip() == "",
+       f"17 rows, quiet stderr with --include-incomplete: {err!r}")
 check_values(find(rows, strategy="ddp", seq_len=256), "incomplete", runs="1", incomplete_runs="1",
              step_time_s_median=3.0)
 

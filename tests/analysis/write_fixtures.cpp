@@ -4,7 +4,9 @@
 //   write_fixtures known DIR          the known-value set (2-rank files, a 1-rank file via
 //                                     MPI_COMM_SELF, pipeline files, one of them with hand-placed
 //                                     forward/backward trace spans, one incomplete file, one
-//                                     MoE file with expert parallelism and /experts)
+//                                     MoE file with expert parallelism and /experts, context-
+//                                     parallel files: three pairs of cp schemes at cp 2, T 64
+//                                     and 128, and an older cp 4 file)
 //   write_fixtures many DIR N         N small 1-rank files (rank r writes every r-th), 8 steps
 //   write_fixtures tie DIR            the Findings set: at T 64 ddp and fsdp2 differ by less than
 //                                     their step-to-step spread (a tie), fsdp is slower and leaner;
@@ -36,6 +38,10 @@ struct Spec {
   // mesh_axes dp,pp,tp,cp,ep and their sizes; empty: not written (files before 2026-11-26)
   std::vector<int64_t> mesh_sizes;
   std::string model = "tiny", pattern = "GGAS";
+  // context parallelism: cp = N in the INI when above 1; the scheme lines only when given
+  // (cp-layout with cp-scheme), as files before those options lack them
+  int64_t cp = 1;
+  std::string cp_scheme, cp_attention;
   int64_t seq_len = 64;
   int64_t seed = 1;
   std::string pp_split = "balanced";
@@ -51,8 +57,12 @@ struct Spec {
 };
 
 std::string config_ini(const Spec& s) {
+  std::string cp;
+  if (s.cp > 1) cp += "\ncp = " + std::to_string(s.cp);
+  if (!s.cp_scheme.empty()) cp += "\ncp-layout = zigzag\ncp-scheme = " + s.cp_scheme;
+  if (!s.cp_attention.empty()) cp += "\ncp-attention = " + s.cp_attention;
   return "# test configuration\nstrategy = " + s.strategy + "\ntp = " + std::to_string(s.mesh[2]) +
-         "\npp = " + std::to_string(s.mesh[1]) + "\npp-split = " + s.pp_split +
+         "\npp = " + std::to_string(s.mesh[1]) + cp + "\npp-split = " + s.pp_split +
          "\npp-schedule = 1f1b\nmicro-batches = " + std::to_string(s.micro_batches) +
          "\nmodel = " + s.model + "\npattern = \nlora-rank = 8\nseq-len = " + std::to_string(s.seq_len) +
          "\nmicro-batch = 2\nglobal-batch = 4\nseed = " + std::to_string(s.seed) +
@@ -231,6 +241,55 @@ Spec moe_expert_parallel(const std::string& dir) {
   return s;
 }
 
+// Context parallelism (strategy cp on the 2 ranks, tiny model), 3 steps, step 0 warm-up; the
+// same on both ranks. cp 2 at T 64 and 128, one file per pair of schemes (state / attention);
+// medians after warm-up 1 (of steps 1 and 2) in s, exposed = comm_exposed_s + pipeline_wait_s:
+//   T 64   chain / ring           step 5   comm_exposed 0.25  pipeline_wait 2     exposed 2.25
+//          allgather / ring       step 4                1     0.5                 1.5
+//          alltoall / alltoall    step 3                1     0.25                1.25
+//   T 128  chain / ring           step 11               0.5   4.5                 5
+//          allgather / ring       step 9                2     1                   3
+//          alltoall / alltoall    step 7                3     0.5                 3.5
+// and one file from before --cp-scheme / --cp-attention (no scheme lines, no mesh_axes: chain /
+// ring, zigzag) at cp 4, T 64: step 3, 0.25 + 1 = 1.25. hlp-analyze reads cp from the INI only,
+// so a 2-rank file stands for the 4 ranks the test cannot start. check_table.py checks the
+// configuration columns, check_report.py --cp-fixture these points in cp_schemes_cp2.dat and
+// cp_schemes_cp4.dat.
+std::vector<Spec> context_parallel(const std::string& dir) {
+  struct Run {
+    int64_t cp, seq_len;
+    const char *scheme, *attention;
+    std::vector<double> step_s, comm_exposed_s, pipeline_wait_s;
+  };
+  const std::vector<Run> runs = {
+      {2, 64, "chain", "ring", {9, 4, 6}, {1, 0.25, 0.25}, {1, 1.5, 2.5}},
+      {2, 64, "allgather", "ring", {9, 3, 5}, {1, 0.5, 1.5}, {1, 0.5, 0.5}},
+      {2, 64, "alltoall", "alltoall", {9, 3, 3}, {1, 0.75, 1.25}, {1, 0.25, 0.25}},
+      {2, 128, "chain", "ring", {20, 10, 12}, {1, 0.5, 0.5}, {1, 4, 5}},
+      {2, 128, "allgather", "ring", {20, 8, 10}, {1, 2, 2}, {1, 1, 1}},
+      {2, 128, "alltoall", "alltoall", {20, 6, 8}, {1, 2.5, 3.5}, {1, 0.5, 0.5}},
+      {4, 64, "", "", {9, 2, 4}, {1, 0.25, 0.25}, {1, 1, 1}}};
+  std::vector<Spec> out;
+  for (const auto& r : runs) {
+    Spec s;
+    s.strategy = "cp";
+    s.mesh = {1, 1, 1};
+    if (r.cp == 2) s.mesh_sizes = {1, 1, 1, 2, 1};
+    s.cp = r.cp;
+    s.cp_scheme = r.scheme;
+    s.cp_attention = r.attention;
+    s.seq_len = r.seq_len;
+    s.path = dir + "/cp/cp" + std::to_string(r.cp) + "_t" + std::to_string(r.seq_len) + "_" +
+             (*r.scheme ? std::string(r.scheme) + "_" + r.attention : "old") + ".h5";
+    s.values[schema::kStepTime] = same(r.step_s);
+    s.values[schema::kCommExposed] = same(r.comm_exposed_s);
+    s.values[schema::kPipelineWait] = same(r.pipeline_wait_s);
+    add_common(s, 3);
+    out.push_back(s);
+  }
+  return out;
+}
+
 void write_known(const std::string& dir) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -292,6 +351,9 @@ void write_known(const std::string& dir) {
   write(MPI_COMM_WORLD, pipeline_with_trace(dir));
   // M: sparse MoE layers with expert parallelism (values above moe_expert_parallel).
   write(MPI_COMM_WORLD, moe_expert_parallel(dir));
+  // CP: context parallelism, three pairs of schemes at cp 2 and an older cp 4 file (values above
+  // context_parallel).
+  for (const auto& s : context_parallel(dir)) write(MPI_COMM_WORLD, s);
   // I: incomplete (no finish): complete = 0.
   Spec inc;
   inc.path = dir + "/incomplete.h5";
