@@ -142,6 +142,8 @@ std::string PlanCandidate::name() const {
     s += std::string(" ") + to_string(pp_schedule);
     if (pp_virtual > 1) s += " V" + std::to_string(pp_virtual);
   }
+  if (cp > 1)
+    s += std::string(" G ") + to_string(cp_scheme) + " attn " + to_string(cp_attention);
   return s;
 }
 
@@ -168,6 +170,20 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
     try {  // M; unknown (0) when the batch does not split over this dp (plan() says so)
       facts.micro_batches = split_batch(train, c.dp).micro_batches;
     } catch (const UserError&) {
+    }
+    if (c.cp > 1) {  // each exchange scheme of the layer kinds the model has, where it runs
+      bool has_gdn = false, has_attention = false;
+      for (char k : config.pattern) (k == 'G' ? has_gdn : has_attention) = true;
+      for (const auto& g : parallel::kCpSchemeNames) {
+        if (!has_gdn && g.value != parallel::CpScheme::chain) continue;
+        for (const auto& a : parallel::kCpAttentionNames) {
+          if (!has_attention && a.value != parallel::CpAttention::ring) continue;
+          c.cp_scheme = facts.cp_scheme = g.value;
+          c.cp_attention = facts.cp_attention = a.value;
+          if (parallel::check_run(spec, facts).empty()) out.push_back(c);
+        }
+      }
+      continue;
     }
     if (c.pp == 1) {
       if (parallel::check_run(spec, facts).empty()) out.push_back(c);
@@ -369,6 +385,68 @@ double all_to_all_s(int64_t B, int64_t T, const model::ModelConfig& m, int ep,
   return 4.0 * (bytes / d.link_bytes_per_s + double(ep - 1) * d.link_latency_s);
 }
 
+// Seconds of one micro-batch's context-parallel exchanges (forward + backward) under the
+// candidate's schemes, each layer kind as docs/strategies.md ("Context parallelism") counts
+// its bytes: a message is bytes / link + latency; exchanges of one step in parallel on every
+// boundary cost one message, a chain of them one each. Activations as the layers hold them
+// (2 bytes under bf16 / fp16 autocast, else 4); states, transitions and ring attention's
+// blocks in fp32 (they are computed in it).
+double cp_exchange_s(const PlanInputs& in, const PlanCandidate& c, int64_t B) {
+  if (c.cp <= 1) return 0;
+  const model::ModelConfig& m = in.model;
+  const PlanDevice& d = in.device;
+  const int p = c.cp;
+  const bool zigzag = in.train.cp_layout == parallel::CpLayout::zigzag;
+  const double pieces = double(model::seq_piece_count(p, zigzag));
+  const double b = double(B), L = double(in.train.seq_len / p);
+  const double act = in.train.precision == model::Precision::fp32 ? 4.0 : 2.0;
+  auto hop = [&](double bytes) { return bytes / d.link_bytes_per_s + d.link_latency_s; };
+  // a rank's whole tensor re-sharded: (p - 1) / p of it leaves, one message to each other rank
+  auto a2a = [&](double bytes) {
+    return double(p - 1) / p * bytes / d.link_bytes_per_s + double(p - 1) * d.link_latency_s;
+  };
+  // an all-gather of `bytes` from every rank: (p - 1) of them arrive
+  auto gather = [&](double bytes) {
+    return double(p - 1) * bytes / d.link_bytes_per_s + double(p - 1) * d.link_latency_s;
+  };
+  const double H = double(m.gdn_heads / c.tp), dk = double(m.gdn_head_dim_k),
+               dv = double(m.gdn_head_dim_v);
+  const double conv_channels =
+      m.gdn_variant == model::GdnVariant::jetblock ? H * dv : 2 * H * dk + H * dv;
+  double g_layer = 2 * hop(b * double(m.gdn_conv_width - 1) * conv_channels * act);  // halo
+  switch (c.cp_scheme) {
+    case parallel::CpScheme::chain:  // a state a boundary, one after the other, each way
+      g_layer += 2 * (pieces - 1) * hop(4 * b * H * dk * dv);
+      break;
+    case parallel::CpScheme::allgather:  // (M, Q) forward, R dO backward, a rank's pieces
+      g_layer += gather(pieces / p * 4 * b * H * dk * (dk + dv)) +
+                 gather(pieces / p * 4 * b * H * dk * dv);
+      break;
+    case parallel::CpScheme::alltoall:  // q | k | v and beta | g in, o out; backward alike
+      g_layer += 2 * (a2a(b * L * H * ((2 * dk + dv) * act + 2 * 4)) + a2a(b * L * H * dv * act));
+      break;
+  }
+  const double Ha = double(m.attn_heads / c.tp), kv = double(m.attn_kv_heads / c.tp),
+               hd = double(m.attn_head_dim);
+  double a_layer = 0, s_layer = 0;
+  if (c.cp_attention == parallel::CpAttention::ring) {
+    // A: (p - 1) + (2p - 1) shifts of a rank's K, V; S: a window - 1 halo of K | V each way
+    a_layer = double(3 * p - 2) * hop(2 * 4 * b * L * kv * hd);
+    s_layer = 2 * hop(b * double(std::max<int64_t>(0, m.window - 1)) * 2 * kv * hd * 4);
+  } else {  // q | k | v in (KV heads repeated to divide), the output out; backward alike
+    const double kv_sent =
+        kv * double(std::max<int64_t>(1, model::attention_kv_repeat(int64_t(Ha), int64_t(kv), p)));
+    a_layer = s_layer = 2 * (a2a(b * L * (Ha + 2 * kv_sent) * hd * act) + a2a(b * L * Ha * hd * act));
+  }
+  double total = 0;
+  for (int64_t l = 0; l < m.num_layers(); ++l) switch (m.layer_kind(l)) {
+      case model::LayerKind::gated_delta: total += g_layer; break;
+      case model::LayerKind::full_attention: total += a_layer; break;
+      case model::LayerKind::sliding_window: total += s_layer; break;
+    }
+  return total;
+}
+
 }  // namespace
 
 void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit* split,
@@ -381,9 +459,12 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   std::optional<parallel::PipeSpec> spec;
   if (c.pp > 1) spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
   // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
+  // (the alltoall scheme runs no transition pass: a rank's G cores see the whole sequence)
   const auto flops = model::training_flops_per_token(
       in.model, in.lora, t.seq_len,
-      model::seq_piece_count(c.cp, t.cp_layout == parallel::CpLayout::zigzag));
+      c.cp_scheme == parallel::CpScheme::alltoall
+          ? 1
+          : model::seq_piece_count(c.cp, t.cp_layout == parallel::CpLayout::zigzag));
   const double model_ranks = double(c.pp) * c.tp * c.cp;
   double stage_share = 1.0 / c.pp;
   if (split) {
@@ -444,14 +525,9 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
             ring_s(activation_msg, c.tp, 2.0, in.device);
   if (c.pp > 1)
     comm += double(micro) * 2.0 * (activation_msg / in.device.link_bytes_per_s + in.device.link_latency_s);
-  if (c.cp > 1) {  // ring attention: (p - 1) + (2p - 1) shifts of a rank's K, V (docs/strategies.md)
-    int64_t a_layers = 0;
-    for (int64_t l = 0; l < in.model.num_layers(); ++l)
-      a_layers += in.model.layer_kind(l) == model::LayerKind::full_attention ? 1 : 0;
-    const double kv = 2.0 * 4.0 * double(batch.micro_batch) * double(t.seq_len / c.cp) *
-                      double(in.model.attn_kv_heads * in.model.attn_head_dim);
-    comm += double(micro) * double(a_layers) * double(3 * c.cp - 2) *
-            (kv / in.device.link_bytes_per_s + in.device.link_latency_s);
+  if (c.cp > 1) {
+    row.cp_exchange_s = double(micro) * cp_exchange_s(in, c, batch.micro_batch);
+    comm += row.cp_exchange_s;
   }
   row.comm_s = comm;
   if (spec) {
@@ -473,6 +549,10 @@ PlanCandidate candidate_of_run(const TrainConfig& train, int world) {
   cand.cp = c.cp;
   cand.ep = c.ep;
   cand.dp = std::max(1, world / (c.tp * c.pp * c.cp));
+  if (c.cp > 1) {
+    cand.cp_scheme = c.cp_scheme;
+    cand.cp_attention = c.cp_attention;
+  }
   if (c.pp > 1) {
     cand.pp_schedule = c.pp_schedule;
     cand.pp_virtual = c.pp_virtual;
@@ -532,6 +612,8 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
     facts.lora_dropout = in.lora.dropout;
     facts.seq_len = t.seq_len;
     facts.cp_layout = t.cp_layout;
+    facts.cp_scheme = c.cp_scheme;
+    facts.cp_attention = c.cp_attention;
     facts.pp_schedule = c.pp_schedule;
     facts.pp_virtual = c.pp_virtual;
     facts.micro_batches = int(micro);
@@ -564,8 +646,8 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
       spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
       split = parallel::split_stages(in.model, in.lora, t.seq_len, c.pp * c.pp_virtual, t.pp_split);
     }
-    int64_t transition_tokens = 0;
-    if (c.cp > 1) {
+    int64_t transition_tokens = 0;  // (the alltoall scheme runs no transition pass)
+    if (c.cp > 1 && c.cp_scheme != parallel::CpScheme::alltoall) {
       const auto layout = model::make_seq_layout(t.seq_len, c.cp, c.cp - 1,
                                                  t.cp_layout == parallel::CpLayout::zigzag);
       for (const auto& piece : layout.local_pieces())
@@ -647,20 +729,23 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
     os << "rank,strategy,name,ranks,dp,pp,tp,cp,pp_schedule,pp_virtual,params_bytes,grads_bytes,"
           "optimizer_bytes,working_set_bytes,activation_bytes,comm_buffer_bytes,reserve_bytes,"
           "predicted_peak_bytes,limit_bytes,fits,compute_s,comm_s,bubble_fraction,step_s,"
-          "predicted_tokens_per_s,ep,expert_params_bytes,all_to_all_s,problem\n";
+          "predicted_tokens_per_s,ep,expert_params_bytes,all_to_all_s,cp_scheme,cp_attention,"
+          "cp_exchange_s,problem\n";
     int rank = 0;
     for (const auto& r : rows) {
       const auto& c = r.candidate;
       char line[1024];
       std::snprintf(line, sizeof(line),
                     "%d,%s,%s,%d,%d,%d,%d,%d,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%d,"
-                    "%.6g,%.6g,%.4f,%.6g,%.6g,%d,%.0f,%.6g,%s\n",
+                    "%.6g,%.6g,%.4f,%.6g,%.6g,%d,%.0f,%.6g,%s,%s,%.6g,%s\n",
                     ++rank, to_string(c.strategy), c.name().c_str(), c.ranks, c.dp, c.pp, c.tp,
                     c.cp, c.pp > 1 ? to_string(c.pp_schedule) : "-", c.pp_virtual, r.held.params,
                     r.held.grads,
                     r.held.optimizer, r.working_set, r.activations, r.comm_buffers, r.reserve,
                     r.peak_bytes, r.limit_bytes, r.fits ? 1 : 0, r.compute_s, r.comm_s, r.bubble,
                     r.step_s, r.tokens_per_s, c.ep, r.held.expert_params, r.all_to_all_s,
+                    c.cp > 1 ? to_string(c.cp_scheme) : "-",
+                    c.cp > 1 ? to_string(c.cp_attention) : "-", r.cp_exchange_s,
                     r.problem.c_str());
       os << line;
     }
@@ -714,6 +799,19 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
       char line[256];
       std::snprintf(line, sizeof(line), "| %s | %.1f | %.3g |\n", r.candidate.name().c_str(),
                     mib(r.held.expert_params), r.all_to_all_s);
+      os << line;
+    }
+  }
+  // context parallelism: what each exchange scheme's messages cost (cp_exchange_s)
+  bool any_cp = false;
+  for (const auto& r : rows) any_cp = any_cp || (r.problem.empty() && r.candidate.cp > 1);
+  if (any_cp) {
+    os << "\n| candidate | cp exchanges s a step (of step) |\n|---|---|\n";
+    for (const auto& r : rows) {
+      if (!r.problem.empty() || r.candidate.cp <= 1) continue;
+      char line[256];
+      std::snprintf(line, sizeof(line), "| %s | %.3g |\n", r.candidate.name().c_str(),
+                    r.cp_exchange_s);
       os << line;
     }
   }

@@ -95,8 +95,12 @@ struct PlanCandidate {
   int ep = 1;  // expert parallelism: divides dp x cp (MoE models)
   parallel::PipeSchedule pp_schedule = parallel::PipeSchedule::one_f_one_b;  // when pp > 1
   int pp_virtual = 1;
+  // cp > 1: how the G layers and the attention layers exchange (--cp-scheme, --cp-attention)
+  parallel::CpScheme cp_scheme = parallel::CpScheme::chain;
+  parallel::CpAttention cp_attention = parallel::CpAttention::ring;
   parallel::StrategySpec spec() const { return {strategy, pp, tp, cp, ep}; }
-  std::string name() const;  // the registry's composite name, then "n=4" and a pipeline's schedule
+  // the registry's composite name, then "n=4", a pipeline's schedule, cp's "G chain attn ring"
+  std::string name() const;
 };
 
 // Every strategy and mesh with at most one model-parallel axis that `ranks` allows for `config`
@@ -134,6 +138,7 @@ struct PlanRow {
   bool fits = false;
   double compute_s = 0, comm_s = 0, bubble = 0, step_s = 0, tokens_per_s = 0;
   double all_to_all_s = 0;   // of comm_s: --ep's dispatch and combine
+  double cp_exchange_s = 0;  // of comm_s: --cp's exchanges under its schemes (cp_exchange_s)
   std::string problem;       // non-empty: the candidate cannot run (the reason)
 };
 
