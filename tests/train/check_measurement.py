@@ -156,12 +156,25 @@ def check_cp(path):
         L = T // N
         H, dk, dv, KVH, hd, W = 4, 48, 128, 2, 64, 256
         G, S, A = 9, 1, 2
+        Ha = 4  # query heads; KVH 2 divides over N 2: no KV head repeated
+        scheme = attr(g, "scheme")
+        attention = attr(g, "attention_scheme") if "attention_scheme" in g.attrs else "ring"
+        heads = scheme == "alltoall"
+        attn_heads = attention == "alltoall"
+        none = (0, 0)
         want = {
             "conv_halo": (G * X * 3 * H * dv * B * es,) * 2,
-            "gdn_state": (G * X * B * H * dk * dv * es,) * 2,
-            "window_halo": (S * X * (W - 1) * 2 * KVH * hd * B * es,) * 2,
+            "gdn_state": (G * X * B * H * dk * dv * es,) * 2 if scheme == "chain" else none,
+            # the all-to-all schemes (full finetuning: every input needs a gradient): each rank
+            # sends the other its L tokens of the other's H / N heads, q | k | v | beta | g in and
+            # o out (G), q | k | v in and o out (A and S); the backward the same back
+            "gdn_heads": ((G * (N - 1) * B * T * (H // N) * (2 * dk + 2 * dv + 2) * es,) * 2
+                          if heads else none),
+            "attn_heads": (((A + S) * (N - 1) * B * T * (2 * Ha + 2 * KVH) // N * hd * es,) * 2
+                           if attn_heads else none),
+            "window_halo": (S * X * (W - 1) * 2 * KVH * hd * B * es,) * 2 if not attn_heads else none,
             "ring_kv": (A * N * (N - 1) * 2 * B * L * KVH * hd * es,
-                        A * N * (2 * N - 1) * 2 * B * L * KVH * hd * es),
+                        A * N * (2 * N - 1) * 2 * B * L * KVH * hd * es) if not attn_heads else none,
         }
         for k, name in enumerate(kinds):
             for d in range(2):
@@ -170,6 +183,7 @@ def check_cp(path):
                        f"formula {runs * want[name][d]}")
         entries = np.asarray(g.attrs["attention_score_entries"])
         expect(int(entries.max()) == int(entries.min()), f"cp zigzag: unequal attention work {entries}")
+        expect(sorted(kinds) == sorted(want), f"cp exchange kinds {kinds}")
         print(f"{path}: pipeline_wait fraction per rank {np.median(wait / step, axis=1)}, attributed "
               f"share min {share.min():.4f}; bytes per kind (fwd, bwd) {dict(zip(kinds, sent.tolist()))}")
 

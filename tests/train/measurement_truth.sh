@@ -50,6 +50,13 @@ cp)
       --global-batch 2 --steps 4 --threads 1 --loader-threads 1 \
       --out "$dir/cp.h5" > "$dir/cp.log" 2>&1 || { cat "$dir/cp.log"; fail "cp run"; }
   "$PY" "$CHECK" cp "$dir/cp.h5" || fail "cp attribution and exchanged bytes"
+  # the all-to-all schemes (G and attention layers re-sharded to heads), full finetuning so that
+  # every re-sharded input carries a gradient back
+  "$MPIEXEC" -n 2 "$HLP_TRAIN" --strategy cp --model small --seq-len 1024 --micro-batch 1 \
+      --global-batch 2 --steps 3 --threads 1 --loader-threads 1 --lora-rank 0 \
+      --cp-scheme alltoall --cp-attention alltoall \
+      --out "$dir/cp-a2a.h5" > "$dir/cp-a2a.log" 2>&1 || { cat "$dir/cp-a2a.log"; fail "cp alltoall run"; }
+  "$PY" "$CHECK" cp "$dir/cp-a2a.h5" || fail "cp alltoall attribution and exchanged bytes"
   ;;
 nonfinite)
   "$MPIEXEC" -n 2 "$HLP_TRAIN" --strategy ddp --model tiny --seq-len 64 --steps 12 --lr 1e30 \
