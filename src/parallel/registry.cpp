@@ -7,7 +7,6 @@
 
 #include "common/error.h"
 #include "common/printable.h"
-#include "model/head_sharding.h"
 
 namespace hlp::parallel {
 namespace {
@@ -118,20 +117,10 @@ std::string cp_check(int cp, const RunFacts& run) {
                                         "--cp-scheme chain or allgather");
         !why.empty())
       return why;
-  if (has_attention && run.cp_attention == CpAttention::alltoall) {
-    if (std::string why = heads_refusal("--cp-attention", m->attn_heads / tp, "attention heads",
-                                        "--cp-attention ring");
-        !why.empty())
-      return why;
-    // KV heads fewer than cp ranks are repeated until they divide (attention_kv_repeat); a query
-    // head's KV head must stay on its rank
-    const int64_t kv = m->attn_kv_heads / tp;
-    if (model::attention_kv_repeat(m->attn_heads / tp, kv, cp) == 0)
-      return "--cp-attention alltoall cannot give each of the --cp " + std::to_string(cp) +
-             " ranks whole groups of query heads with their KV head (" +
-             std::to_string(m->attn_heads / tp) + " query heads, " + std::to_string(kv) +
-             " KV heads" + (tp > 1 ? " a tp rank" : "") + "); use --cp-attention ring";
-  }
+  // (KV heads fewer than the cp ranks are repeated until they divide: model::attention_kv_repeat)
+  if (has_attention && run.cp_attention == CpAttention::alltoall)
+    return heads_refusal("--cp-attention", m->attn_heads / tp, "attention heads",
+                         "--cp-attention ring");
   return "";
 }
 

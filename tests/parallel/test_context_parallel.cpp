@@ -259,7 +259,7 @@ TEST_CASE("context parallel: attention re-sharded to heads (alltoall) matches th
       }
   // what cannot be sharded so
   CHECK(model::attention_kv_repeat(4, 1, 3) == 0);   // 4 query heads over 3 ranks
-  CHECK(model::attention_kv_repeat(6, 2, 4) == 0);   // group 3, KV repeated twice
+  CHECK(model::attention_kv_repeat(6, 2, 4) == 0);   // 6 query heads over 4 ranks
   CHECK(model::attention_kv_repeat(12, 2, 8) == 0);  // Jet-Nemotron-2B's 12 / 2 at cp 8
   CHECK(model::attention_kv_repeat(12, 2, 4) == 2);  // ... at cp 4: 3 query heads, 1 KV
   CHECK(model::attention_kv_repeat(12, 2, 2) == 1);

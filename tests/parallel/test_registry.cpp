@@ -154,6 +154,23 @@ TEST_CASE("registry: the run's rules per axis, with hlp-train's messages", "[reg
   CHECK(check_run({StrategyKind::cp, 1, 1, 2}, facts).empty());
   facts.nccl = true;  // the exchanges' order is the same on every rank (registry.cpp)
   CHECK(check_run({StrategyKind::cp, 1, 1, 2}, facts).empty());
+  // the all-to-all schemes need the heads (of a tp rank) to divide over cp: tiny has 2 G heads
+  // and 4 query / 2 KV attention heads
+  facts = RunFacts{};
+  facts.model = &tiny;
+  facts.cp_scheme = CpScheme::alltoall;
+  CHECK(check_run({StrategyKind::cp, 1, 1, 2}, facts).empty());
+  CHECK_THAT(check_run({StrategyKind::cp, 1, 1, 4}, facts),
+             Catch::Contains("--cp-scheme alltoall shards the gated-delta heads over the cp ranks: "
+                             "2 do not divide over --cp 4; use --cp-scheme chain or allgather"));
+  CHECK_THAT(check_run({StrategyKind::ddp, 1, 2, 2}, facts),
+             Catch::Contains("1 a tp rank do not divide over --cp 2"));
+  facts.cp_scheme = CpScheme::chain;
+  facts.cp_attention = CpAttention::alltoall;
+  CHECK(check_run({StrategyKind::cp, 1, 1, 4}, facts).empty());  // 2 KV heads repeated twice
+  CHECK_THAT(check_run({StrategyKind::cp, 1, 1, 8}, facts),
+             Catch::Contains("--cp-attention alltoall shards the attention heads over the cp "
+                             "ranks: 4 do not divide over --cp 8; use --cp-attention ring"));
   // without a model (hlp-sweep) the model's rules are not checked
   CHECK(check_run({StrategyKind::tp, 1, 64, 1}, RunFacts{}).empty());
 }
