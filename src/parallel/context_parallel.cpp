@@ -608,31 +608,25 @@ torch::Tensor heads_to_seq(ContextParallel& cp, const torch::Tensor& y, CpExchan
   return recv.permute({1, 2, 0, 3, 4}).reshape({B, L, p * Hp, d});
 }
 
-struct ToHeadsFn : torch::autograd::Function<ToHeadsFn> {
+// The re-sharding as an autograd Function: forward one way (to heads when ToHeads), backward
+// the gradient the other way.
+template <bool ToHeads>
+struct ReshardFn : torch::autograd::Function<ReshardFn<ToHeads>> {
+  static torch::Tensor move(ContextParallel& cp, const torch::Tensor& t, int64_t kind,
+                            bool to_heads, int dir) {
+    return to_heads ? seq_to_heads(cp, t, CpExchange(kind), dir)
+                    : heads_to_seq(cp, t, CpExchange(kind), dir);
+  }
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, int64_t kind,
                                int64_t shard) {
     ctx->saved_data["shard"] = shard;
     ctx->saved_data["kind"] = kind;
-    return {seq_to_heads(*reinterpret_cast<ContextParallel*>(shard), x, CpExchange(kind), 0)};
+    return {move(*reinterpret_cast<ContextParallel*>(shard), x, kind, ToHeads, 0)};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto kind = CpExchange(ctx->saved_data["kind"].toInt());
-    return {heads_to_seq(*shard_of(ctx), grads[0].contiguous(), kind, 1), torch::Tensor(),
-            torch::Tensor()};
-  }
-};
-
-struct ToSequenceFn : torch::autograd::Function<ToSequenceFn> {
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& y, int64_t kind,
-                               int64_t shard) {
-    ctx->saved_data["shard"] = shard;
-    ctx->saved_data["kind"] = kind;
-    return {heads_to_seq(*reinterpret_cast<ContextParallel*>(shard), y, CpExchange(kind), 0)};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto kind = CpExchange(ctx->saved_data["kind"].toInt());
-    return {seq_to_heads(*shard_of(ctx), grads[0].contiguous(), kind, 1), torch::Tensor(),
-            torch::Tensor()};
+    return {move(*shard_of(ctx), grads[0].contiguous(), ctx->saved_data["kind"].toInt(),
+                 !ToHeads, 1),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -664,11 +658,11 @@ bool ContextParallel::heads_sharded(HeadLayer layer) const {
 }
 
 torch::Tensor ContextParallel::to_heads(const torch::Tensor& x, HeadLayer layer) {
-  return ToHeadsFn::apply(x, int64_t(head_kind(layer)), reinterpret_cast<int64_t>(this))[0];
+  return ReshardFn<true>::apply(x, int64_t(head_kind(layer)), reinterpret_cast<int64_t>(this))[0];
 }
 
 torch::Tensor ContextParallel::to_sequence(const torch::Tensor& x, HeadLayer layer) {
-  return ToSequenceFn::apply(x, int64_t(head_kind(layer)), reinterpret_cast<int64_t>(this))[0];
+  return ReshardFn<false>::apply(x, int64_t(head_kind(layer)), reinterpret_cast<int64_t>(this))[0];
 }
 
 std::vector<torch::Tensor> ContextParallel::halo(const torch::Tensor& x, int64_t n) {
