@@ -371,7 +371,7 @@ TEST_CASE("pipeline: schedule combinations that cannot run end with a user error
 TEST_CASE("context parallel reproduces single", "[parity][cp]") {
   const int n = test::world()->size();
   // the G layers' state by the chain (every case) and by the allgather scheme (cp over every
-  // rank, and with ddp at 4 ranks); the all-to-all schemes (heads re-sharded: tiny's 2 G heads
+  // rank, with ddp and, in one layout, fsdp2 at 4 ranks); the all-to-all schemes (heads re-sharded: tiny's 2 G heads
   // and 4 / 2 attention heads over cp 2) alone and with ddp and fsdp2, G and attention alike
   // and one mixed (the cp 4 all-to-all runs: the Qwen3.5 and small cases below); the lean
   // kernels' run leaves the 4-rank all-to-all compositions out (they change the layers' kernels,
@@ -390,7 +390,8 @@ TEST_CASE("context parallel reproduces single", "[parity][cp]") {
                                {"cp", 2, 1, "allgather", "alltoall"}});
   if (n == 4)
     cases.insert(cases.end(), {{"ddp", 2, 1}, {"fsdp2", 2, 1}, {"tp", 2, 2},
-                               {"ddp", 2, 1, "allgather"}});
+                               {"ddp", 2, 1, "allgather"},
+                               {"fsdp2", 2, 1, "allgather", "ring", "contiguous"}});
   // (one layout each: the two compositions cover both; CI time)
   if (n == 4 && !lean)
     cases.insert(cases.end(), {{"ddp", 2, 1, "alltoall", "alltoall", "zigzag"},
