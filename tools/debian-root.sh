@@ -170,9 +170,12 @@ install_cudnn_stub() {
   case "$have" in "ii "*hlpstub*) return 0 ;; esac
   say "cuDNN: building the link stub package (nvidia-cudnn's download cannot run here)"
   in_root apt-get update -qq
-  if ! in_root sh -c 'command -v gcc && command -v nm && command -v dpkg-deb' >/dev/null; then
-    in_root apt-get install -y -qq --no-install-recommends gcc binutils >>"$base/apt.log" 2>&1 \
-      || die "apt-get install gcc binutils failed (log: $base/apt.log)"
+  # libc6-dev: the C start files (crti.o) that linking a shared library needs; gcc only
+  # recommends it, and a minbase root has no recommends
+  if ! in_root sh -c 'command -v gcc && command -v nm && command -v dpkg-deb &&
+                      test -f /usr/lib/x86_64-linux-gnu/crti.o' >/dev/null; then
+    in_root apt-get install -y -qq --no-install-recommends gcc binutils libc6-dev \
+      >>"$base/apt.log" 2>&1 || die "apt-get install gcc binutils libc6-dev failed (log: $base/apt.log)"
   fi
   if ! in_root bash -euo pipefail -c '
     work=/hlp/cudnn-stub; rm -rf "$work"; mkdir -p "$work/x" && cd "$work"
