@@ -51,6 +51,16 @@ std::string pp_check(int pp, const RunFacts& run) {
   return "";
 }
 
+// Which token-mixing layer families the model has: G layers, attention (A or S) layers.
+struct MixingLayers {
+  bool gdn = false, attention = false;
+};
+MixingLayers mixing_layers(const model::ModelConfig& m) {
+  MixingLayers out;
+  for (char k : m.pattern) (k == 'G' ? out.gdn : out.attention) = true;
+  return out;
+}
+
 std::string tp_check(int tp, const RunFacts& run) {
   const model::ModelConfig* m = run.model;
   if (m && m->activation_checkpointing)
@@ -70,8 +80,7 @@ std::string tp_check(int tp, const RunFacts& run) {
     return "--tp " + std::to_string(tp) + " does not divide the model's " + what + " (" +
            std::to_string(n) + "); choose a --tp that divides it";
   };
-  bool has_attention = false, has_gdn = false;
-  for (char k : m->pattern) (k == 'G' ? has_gdn : has_attention) = true;
+  const auto [has_gdn, has_attention] = mixing_layers(*m);
   std::string why;
   if (has_attention) why = divides(m->attn_heads, "attention heads");
   if (why.empty() && has_attention) why = divides(m->attn_kv_heads, "attention KV heads");
@@ -110,8 +119,7 @@ std::string cp_check(int cp, const RunFacts& run) {
            std::to_string(heads) + (tp > 1 ? " a tp rank" : "") + " do not divide over --cp " +
            std::to_string(cp) + "; use " + instead + " or a --cp that divides them";
   };
-  bool has_gdn = false, has_attention = false;
-  for (char k : m->pattern) (k == 'G' ? has_gdn : has_attention) = true;
+  const auto [has_gdn, has_attention] = mixing_layers(*m);
   if (has_gdn && run.cp_scheme == CpScheme::alltoall)
     if (std::string why = heads_refusal("--cp-scheme", m->gdn_heads / tp, "gated-delta heads",
                                         "--cp-scheme chain or allgather");
