@@ -21,8 +21,16 @@
 #   parity-*   single (1 rank), ddp / fsdp2 / pp / tp (2 ranks, --comm mpi: NCCL refuses two
 #              ranks on one GPU) with --device cuda against the same with --device cpu, fp32,
 #              5 steps of `tiny`: every step's loss within 1e-4 relative (read from the HDF5
-#              result files with h5py). Plus ddp at 1 rank with --comm nccl.
-#   bf16       single --device cuda --precision bf16: 5 finite losses within 5e-2 of fp32's.
+#              result files with h5py). Plus ddp at 1 rank with --comm nccl. The same for the
+#              model families and axes beyond `tiny`: moe-single, moe-ep-ddp and moe-ep-fsdp2
+#              (the transformers 5 Qwen3-Next fixture qwen3_next_moe_a: 8 experts, top 2, a
+#              shared expert; --ep 2 at 2 ranks, whose all-to-all byte counts must equal the CPU
+#              run's and be > 0), cp-chain, cp-allgather and cp-alltoall (tiny, --cp 2 at 2 ranks,
+#              each --cp-scheme; alltoall with --cp-attention alltoall; the file's
+#              /context_parallel scheme attributes checked), qwen35-single (the Qwen3.5 fixture
+#              qwen3_5_text_a). --parity LIST picks the rows (default: all of them).
+#   bf16       single --device cuda --precision bf16: 5 finite losses within 5e-2 of fp32's
+#              (moe-bf16, qwen35-bf16: the same for the two fixtures).
 #   fsdp2-bytes fsdp2's per-rank param / grad / optimizer bytes on CUDA equal those on CPU, which
 #              tests/train (train_parity_np2, "held bytes equal the closed form") pins to the
 #              closed form.
@@ -32,7 +40,12 @@
 #              projection, bf16, T = 4096, micro-batch 1 (median over the steps after 2 warm-up
 #              steps); with --peer-export DIR also the PyTorch peer's step on the same GPU
 #              (bench/peer/peer_step.py; DIR from `hlp-export-init --weights no` with the same
-#              model, tokenizer and LoRA) and the ratio HLP single / peer.
+#              model, tokenizer and LoRA) and the ratio HLP single / peer. perf-qwen35: a
+#              Qwen3.5-9B text model (bench/peer/qwen3_5_9b/config.json: 32 layers GGGA, D 4096,
+#              vocabulary 248,320), LoRA r32 alpha 64 on every projection, bf16, T 4096, single;
+#              perf-qwen35-peer: transformers' own Qwen3.5 model with PEFT on the same config
+#              (bench/peer/hf_peft_step.py; the linear-attention path it took is printed), the
+#              parameter counts checked equal and the ratio HLP / transformers + PEFT.
 #
 # Options: --bundle DIR (default build-gpu-bundle), --build DIR (default build-gpu),
 #          --cpu-dry-run (everything with --device cpu, Debian's LibTorch, the bundle's MPI/HDF5
@@ -49,7 +62,9 @@
 #          --deadline S: no run starts after S seconds from the check's start, and none is given
 #          longer than what remains (its row says "deadline"), so the summary and the files
 #          always come back inside a device call's limit. --perf-only: only the perf rows (no
-#          ctest, parity, bf16, report); --perf-runs "single peer fsdp2" (the default) picks them.
+#          ctest, parity, bf16, report); --perf-runs "single peer fsdp2" (the default) picks them
+#          (also: qwen35 qwen35-peer). --parity "single ddp ..." picks the parity rows (names as
+#          above, plus nccl1 and bf16; an unknown name is an error).
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -57,6 +72,8 @@ bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
 dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 targets="" jobs="$(nproc)"
 peer_export="" run_timeout=120 perf_timeout=240 deadline=0 perf_only=0 perf_runs="single peer fsdp2"
+all_parity="single ddp fsdp2 pp tp nccl1 bf16 moe-single moe-ep-ddp moe-ep-fsdp2 moe-bf16 cp-chain cp-allgather cp-alltoall qwen35-single qwen35-bf16"
+parity="$all_parity"
 started=$(date +%s)
 # seconds a run may take now: min(LIMIT, what the deadline leaves); 0 when under 20 s are left
 budget() {
@@ -84,14 +101,23 @@ while [ $# -gt 0 ]; do
     --deadline) deadline="$2"; shift 2 ;;
     --perf-only) perf_only=1; shift ;;
     --perf-runs) perf_runs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+    --parity) parity="$2"; shift 2 ;;
+    -h|--help) sed -n '2,71p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
 done
+for p in $parity; do
+  case " $all_parity " in *" $p "*) ;; *) echo "gpu-check: --parity: unknown row $p (rows: $all_parity)" >&2; exit 2 ;; esac
+done
+for p in $perf_runs; do
+  case " single peer fsdp2 qwen35 qwen35-peer " in *" $p "*) ;; *) echo "gpu-check: --perf-runs: unknown run $p (runs: single peer fsdp2 qwen35 qwen35-peer)" >&2; exit 2 ;; esac
+done
+picked() { case " $parity " in *" $1 "*) return 0 ;; esac; return 1; }
 [ "$dry" = 1 ] && [ "$build" = "$here/build-gpu" ] && build="$here/build-gpu-dry"
 prefix="$build/prefix"
 runs="$build/gpu-check-runs"
 log="$build/gpu-check.log"
+rm -rf "$runs"   # this check's runs only: the byte check and the report read what is there
 mkdir -p "$build" "$runs"
 : >"$log"
 
@@ -100,17 +126,17 @@ failed=0
 row() {      # row STEP STATUS DETAIL
   rows+=("$1|$2|$3")
   [ "$2" = FAIL ] && failed=1
-  printf '[gpu-check] %-14s %-4s %s\n' "$1" "$2" "$3"
+  printf '[gpu-check] %-20s %-4s %s\n' "$1" "$2" "$3"
 }
 say() { echo "[gpu-check] $*"; }
 summary() {
   echo
   echo "== HLP GPU check summary ($( [ "$dry" = 1 ] && echo "CPU dry run" || echo "GPU" ), $(date -u +%FT%TZ)) =="
-  printf '| %-14s | %-6s | %s\n' step status detail
-  printf '|%s|%s|%s\n' "----------------" "--------" "-------------------------------------------"
+  printf '| %-20s | %-6s | %s\n' step status detail
+  printf '|%s|%s|%s\n' "----------------------" "--------" "-------------------------------------------"
   for r in "${rows[@]}"; do
     IFS='|' read -r s st d <<<"$r"
-    printf '| %-14s | %-6s | %s\n' "$s" "$st" "$d"
+    printf '| %-20s | %-6s | %s\n' "$s" "$st" "$d"
   done
   echo "log: $log   runs: $runs"
   [ "$failed" = 0 ] && echo "GPU CHECK: PASS" || echo "GPU CHECK: FAIL"
@@ -368,23 +394,97 @@ sys.exit(0 if rel <= tol else 1)
 EOF
 }
 cuda_dev=cuda; [ "$dry" = 1 ] && cuda_dev=cpu
+# pair ROW NP TOL [hlp-train args...]: ROW's run on the CPU and on CUDA, losses compared into
+# pair_diff; returns 0 (within TOL), 1 (a run failed: its FAIL row is written) or 2 (they differ)
+pair() {
+  local r=$1 np=$2 tol=$3; shift 3
+  pair_diff=""
+  if ! run "$r-cpu" "$np" cpu mpi "$@"; then row "parity-$r" FAIL "--device cpu run failed: $(tail -1 "$runs/$r-cpu.log")"; return 1; fi
+  if ! run "$r-cuda" "$np" "$cuda_dev" mpi "$@"; then row "parity-$r" FAIL "--device $cuda_dev run failed: $(tail -1 "$runs/$r-cuda.log")"; return 1; fi
+  pair_diff="$(cmp_losses "$runs/$r-cuda.h5" "$runs/$r-cpu.h5" "$tol")" && return 0
+  return 2
+}
+# half ROW BASE [hlp-train args...]: ROW in bf16 on CUDA, finite and within 5e-2 of BASE's fp32 run
+half() {
+  local r=$1 base=$2 d; shift 2
+  if run "$r" 1 "$cuda_dev" mpi "$@" --precision bf16; then
+    d="$(cmp_losses "$runs/$r.h5" "$runs/$base.h5" 5e-2)" && row "$r" ok "single: $d" || row "$r" FAIL "single bf16 vs fp32: $d"
+  else
+    row "$r" FAIL "run failed: $(tail -1 "$runs/$r.log")"
+  fi
+}
 for spec in "single 1" "ddp 2" "fsdp2 2" "pp 2" "tp 2"; do
   read -r s np <<<"$spec"
-  extra=(--strategy "$s")   # pp and tp take the whole world (2) as their degree
-  if ! run "$s-cpu" "$np" cpu mpi "${extra[@]}"; then row "parity-$s" FAIL "--device cpu run failed: $(tail -1 "$runs/$s-cpu.log")"; continue; fi
-  if ! run "$s-cuda" "$np" "$cuda_dev" mpi "${extra[@]}"; then row "parity-$s" FAIL "--device $cuda_dev run failed: $(tail -1 "$runs/$s-cuda.log")"; continue; fi
-  d="$(cmp_losses "$runs/$s-cuda.h5" "$runs/$s-cpu.h5" 1e-4)" && row "parity-$s" ok "$np rank(s): $d" || row "parity-$s" FAIL "$np rank(s): $d"
+  picked "$s" || { [ "$s" = single ] && picked bf16; } || continue   # bf16 compares with single-cuda
+  pair "$s" "$np" 1e-4 --strategy "$s"; rc=$?   # pp and tp take the whole world (2) as their degree
+  [ $rc = 1 ] || ! picked "$s" && continue
+  [ $rc = 0 ] && row "parity-$s" ok "$np rank(s): $pair_diff" || row "parity-$s" FAIL "$np rank(s): $pair_diff"
 done
-if [ "$dry" = 0 ]; then
+if [ "$dry" = 0 ] && picked nccl1; then
   run ddp1-nccl 1 cuda nccl --strategy ddp && run ddp1-cpu 1 cpu mpi --strategy ddp &&
     d="$(cmp_losses "$runs/ddp1-nccl.h5" "$runs/ddp1-cpu.h5" 1e-4)" && row parity-nccl1 ok "ddp, 1 rank, --comm nccl: $d" ||
     row parity-nccl1 FAIL "ddp, 1 rank, --comm nccl: ${d:-run failed: $(tail -1 "$runs/ddp1-nccl.log")}"
 fi
 # bf16 (CUDA autocast; the dry run has no bf16 to compare on CPU fast enough: it runs it anyway)
-if run single-bf16 1 "$cuda_dev" mpi --strategy single --precision bf16; then
-  d="$(cmp_losses "$runs/single-bf16.h5" "$runs/single-cuda.h5" 5e-2)" && row bf16 ok "single: $d" || row bf16 FAIL "single bf16 vs fp32: $d"
-else
-  row bf16 FAIL "run failed: $(tail -1 "$runs/single-bf16.log")"
+picked bf16 && [ -f "$runs/single-cuda.h5" ] && half bf16 single-cuda --strategy single
+# The Qwen3-Next mixture of experts (transformers 5 fixture) and expert parallelism over the MPI
+# backend on the one GPU: the expert all-to-all's bytes on CUDA must equal the CPU run's.
+moe_args=(--model-config "$here/tests/hf/transformers5/fixtures/qwen3_next_moe_a"
+          --lora-targets in_proj_qkvz,in_proj_ba,out_proj,q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+a2a_same() {   # a2a_same A B: /steps/all_to_all_bytes of A equal B's, every entry > 0
+  "$python" - "$@" <<'EOF'
+import sys, h5py, numpy as np
+def a2a(f):
+    with h5py.File(f, "r") as h:
+        return np.asarray(h["/steps/all_to_all_bytes"], dtype=np.int64)
+a, b = a2a(sys.argv[1]), a2a(sys.argv[2])
+same = a.shape == b.shape and np.array_equal(a, b) and np.all(a > 0)
+print(f"all-to-all bytes a rank and step {int(a.min()):,}-{int(a.max()):,}" +
+      (" = CPU's" if same else f" vs CPU {int(b.min()):,}-{int(b.max()):,} (DIFFER or 0)"))
+sys.exit(0 if same else 1)
+EOF
+}
+for spec in "moe-single 1 single" "moe-ep-ddp 2 ddp" "moe-ep-fsdp2 2 fsdp2"; do
+  read -r r np s <<<"$spec"
+  picked "$r" || { [ "$r" = moe-single ] && picked moe-bf16; } || continue
+  ep=(); [ "$np" = 2 ] && ep=(--ep 2)
+  pair "$r" "$np" 1e-4 --strategy "$s" "${moe_args[@]}" "${ep[@]}"; rc=$?
+  [ $rc = 1 ] || ! picked "$r" && continue
+  if [ "$np" = 2 ]; then
+    b="$(a2a_same "$runs/$r-cuda.h5" "$runs/$r-cpu.h5")" || rc=2
+    pair_diff="$pair_diff; $b"
+  fi
+  [ $rc = 0 ] && row "parity-$r" ok "$np rank(s)${ep:+, ep 2}: $pair_diff" || row "parity-$r" FAIL "$np rank(s): $pair_diff"
+done
+picked moe-bf16 && [ -f "$runs/moe-single-cuda.h5" ] && half moe-bf16 moe-single-cuda --strategy single "${moe_args[@]}"
+# Context parallelism over the MPI backend on the one GPU, each scheme; the file names it.
+cp_scheme_is() {   # cp_scheme_is FILE SCHEME ATTENTION
+  "$python" - "$@" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as h:
+    a = h["/context_parallel"].attrs
+    got = [v.decode() if isinstance(v, bytes) else str(v) for v in (a.get("scheme", "?"), a.get("attention_scheme", "?"))]
+print(f"/context_parallel scheme {got[0]}, attention {got[1]}")
+sys.exit(0 if got == sys.argv[2:4] else 1)
+EOF
+}
+for spec in "cp-chain chain ring" "cp-allgather allgather ring" "cp-alltoall alltoall alltoall"; do
+  read -r r scheme att <<<"$spec"
+  picked "$r" || continue
+  pair "$r" 2 1e-4 --strategy cp --cp-scheme "$scheme" --cp-attention "$att"; rc=$?
+  [ $rc = 1 ] && continue
+  b="$(cp_scheme_is "$runs/$r-cuda.h5" "$scheme" "$att")" || rc=2
+  [ $rc = 0 ] && row "parity-$r" ok "2 ranks, cp 2: $pair_diff; $b" || row "parity-$r" FAIL "2 ranks: $pair_diff; $b (asked $scheme / $att)"
+done
+# Qwen3.5 (transformers 5 fixture): its Gated DeltaNet variant and gated attention on CUDA
+q35_args=(--model-config "$here/tests/hf/transformers5/fixtures/qwen3_5_text_a"
+          --lora-targets in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj,q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+if picked qwen35-single || picked qwen35-bf16; then
+  pair qwen35-single 1 1e-4 --strategy single "${q35_args[@]}"; rc=$?
+  if [ $rc != 1 ] && picked qwen35-single; then
+    [ $rc = 0 ] && row parity-qwen35-single ok "1 rank: $pair_diff" || row parity-qwen35-single FAIL "1 rank: $pair_diff"
+  fi
+  picked qwen35-bf16 && [ -f "$runs/qwen35-single-cuda.h5" ] && half qwen35-bf16 qwen35-single-cuda --strategy single "${q35_args[@]}"
 fi
 # fsdp2's per-rank held bytes: CUDA == CPU (== closed form, tests/train)
 if [ -f "$runs/fsdp2-cuda.h5" ] && [ -f "$runs/fsdp2-cpu.h5" ]; then
@@ -400,7 +500,7 @@ print(", ".join(f"{k} {last(a[k])}" for k in a) + ("" if ok else f"  vs CPU {', 
 sys.exit(0 if ok else 1)
 EOF
 )" && row fsdp2-bytes ok "per rank on $cuda_dev = CPU (closed form): $d" || row fsdp2-bytes FAIL "$d"
-else
+elif picked fsdp2; then
   row fsdp2-bytes FAIL "no fsdp2 result files"
 fi
 
@@ -425,50 +525,69 @@ clocks() {   # clocks and power now, into $1
 if [ "$perf" = 1 ]; then
   clocks "$runs/perf-clocks-before.csv"
   tok="$build/datasets/qwen3/tokenizer.json"
-  hlp_tps=""
-  for s in $perf_runs; do
-    if [ "$s" = peer ]; then
-      [ -n "$peer_export" ] || { row perf-peer skip "no --peer-export DIR"; continue; }
-      limit="$(budget "$perf_timeout")"
-      [ "$limit" -gt 0 ] || { row perf-peer FAIL "deadline: not started"; continue; }
-      if timeout -k 5 "$limit" python3 "$here/bench/peer/peer_step.py" --export-dir "$peer_export" \
-           --device cuda --precision bf16 --steps 8 --warmup 2 --lr 1e-4 --seed 1234 \
-           --out "$runs/perf-peer.json" >"$runs/perf-peer.log" 2>&1; then
-        d="$(python3 - "$runs/perf-peer.json" "$runs/perf-single.h5" "$hlp_tps" <<'EOF'
+  q35_perf_dir="$here/bench/peer/qwen3_5_9b"
+  q35_perf_targets="in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj,q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+  declare -A hlp_tps=()   # HLP run -> its median tokens/s (for a peer's ratio)
+  # peer_row ROW JSON HLP-RUN WHAT: the peer's JSON summary against HLP-RUN's result file
+  peer_row() {
+    local r=$1 json=$2 base=$3 what=$4 d
+    d="$(python3 - "$json" "$runs/perf-$base.h5" "${hlp_tps[$base]:-}" "$base" <<'EOF'
 import sys, json, h5py
 p = json.load(open(sys.argv[1]))
-line = (f"{p['tokens_per_s']:,.0f} tokens/s (median of steps 3-{len(p['step_time_s'])}), peak "
+line = (f"{p['tokens_per_s']:,.0f} tokens/s (median of steps {p['warmup'] + 1}-{len(p['step_time_s'])}), peak "
         f"{p['peak_bytes'] / 2**30:.2f} GiB, {p['gpu']}, torch {p['torch']}, attention {p['attention']}, "
-        f"{p['params_trainable']:,} trainable of {p['params_total']:,}")
+        + (f"transformers {p['transformers']}, peft {p['peft']}, linear path {p['linear_path']}, " if "peft" in p else "")
+        + f"{p['params_trainable']:,} trainable of {p['params_total']:,}")
 ok = True
 try:
     with h5py.File(sys.argv[2], "r") as h:
         m = h["/model"].attrs
         ht, hp = int(m["params_trainable"]), int(m["params_total"])
     same = ht == p["params_trainable"] and hp == p["params_total"]
-    line += "; HLP single: " + ("same parameter counts" if same else f"{ht:,} trainable of {hp:,} (DIFFER)")
+    line += f"; HLP {sys.argv[4]}: " + ("same parameter counts" if same else f"{ht:,} trainable of {hp:,} (DIFFER)")
     ok = same
     if sys.argv[3]:
         line += f"; HLP / peer tokens/s = {float(sys.argv[3]) / p['tokens_per_s']:.3f}"
 except Exception as e:
-    line += f"; no HLP single to compare ({e.__class__.__name__})"
+    line += f"; no HLP {sys.argv[4]} to compare ({e.__class__.__name__})"
 print(line)
 sys.exit(0 if ok else 1)
 EOF
-)" && row perf-peer ok "PyTorch peer, same shapes: $d" || row perf-peer FAIL "$d"
-      else
-        row perf-peer FAIL "peer run failed: $(tail -1 "$runs/perf-peer.log")"
-      fi
-      continue
-    fi
-    rm -f "$runs/perf-$s.h5"
+)" && row "perf-$r" ok "$what: $d" || row "perf-$r" FAIL "$d"
+  }
+  for s in $perf_runs; do
     limit="$(budget "$perf_timeout")"
+    case "$s" in
+      peer|qwen35-peer)
+        [ "$s" = peer ] && [ -z "$peer_export" ] && { row perf-peer skip "no --peer-export DIR"; continue; }
+        [ "$limit" -gt 0 ] || { row "perf-$s" FAIL "deadline: not started"; continue; }
+        if [ "$s" = peer ]; then
+          cmd=(python3 "$here/bench/peer/peer_step.py" --export-dir "$peer_export" --device cuda
+               --precision bf16 --steps 8 --warmup 2 --lr 1e-4 --seed 1234)
+        else
+          cmd=(python3 "$here/bench/peer/hf_peft_step.py" --config-dir "$q35_perf_dir" --device cuda
+               --precision bf16 --lora-rank 32 --lora-alpha 64 --lora-targets "$q35_perf_targets"
+               --seq-len 4096 --micro-batch 1 --steps 6 --warmup 2 --lr 1e-4 --seed 1234)
+        fi
+        if timeout -k 5 "$limit" "${cmd[@]}" --out "$runs/perf-$s.json" >"$runs/perf-$s.log" 2>&1; then
+          if [ "$s" = peer ]; then peer_row peer "$runs/perf-peer.json" single "PyTorch peer, same shapes"
+          else peer_row qwen35-peer "$runs/perf-qwen35-peer.json" qwen35 "transformers + PEFT, Qwen3.5-9B shapes"; fi
+        else
+          row "perf-$s" FAIL "peer run failed: $(grep -v '^ *$' "$runs/perf-$s.log" | tail -1)"
+        fi
+        continue ;;
+      qwen35)
+        what="Qwen3.5-9B r32 bf16 T=4096"
+        model=(--strategy single --model-config "$q35_perf_dir" --lora-targets "$q35_perf_targets" --steps 6) ;;
+      *)
+        what="jet-nemotron-2b r32 bf16 T=4096"
+        model=(--strategy "$s" --model jet-nemotron-2b --lora-targets "$perf_targets" --steps 8) ;;
+    esac
+    rm -f "$runs/perf-$s.h5"
     [ "$limit" -gt 0 ] || { row "perf-$s" FAIL "deadline: not started"; continue; }
     if OPENBLAS_NUM_THREADS=1 timeout -k 5 "$limit" "$mpiexec" "${mpi_extra[@]}" -n 1 "$bin/hlp-train" \
-         --strategy "$s" --device cuda --comm nccl \
-         --model jet-nemotron-2b --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 \
-         --lora-targets "$perf_targets" --precision bf16 \
-         --seq-len 4096 --micro-batch 1 --global-batch 1 --steps 8 --warmup-steps 2 --lr 1e-4 \
+         --device cuda --comm nccl "${model[@]}" --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 \
+         --precision bf16 --seq-len 4096 --micro-batch 1 --global-batch 1 --warmup-steps 2 --lr 1e-4 \
          --seed 1234 --out "$runs/perf-$s.h5" >"$runs/perf-$s.log" 2>&1; then
       # first word: the median tokens/s, unformatted (for the ratio); the rest is the row
       d="$("$python" - "$runs/perf-$s.h5" <<'EOF'
@@ -483,7 +602,7 @@ med = np.median(tps[2:])
 print(f"{med:.3f} {med:,.0f} tokens/s (median of steps 3-{len(tps)}), peak {pk.max() / 2**30:.2f} GiB, "
       f"{dev}, {trainable:,} trainable of {total:,} parameters")
 EOF
-)" && { [ "$s" = single ] && hlp_tps="${d%% *}"; row "perf-$s" ok "jet-nemotron-2b r32 bf16 T=4096: ${d#* }"; } ||
+)" && { hlp_tps[$s]="${d%% *}"; row "perf-$s" ok "$what: ${d#* }"; } ||
         row "perf-$s" FAIL "reading $runs/perf-$s.h5"
     else
       row "perf-$s" FAIL "run failed: $(tail -1 "$runs/perf-$s.log")"

@@ -46,7 +46,7 @@ tools/gpu-check.sh --jobs "$(nproc)" --targets "$targets" --peer-export gpu-peer
   tee "$out/gpu-check.out"
 rc=${PIPESTATUS[0]}
 cp "$b/gpu-check.log" "$out/" 2>/dev/null
-cp "$b"/gpu-check-runs/perf-*.h5 "$out/" 2>/dev/null
+cp "$b"/gpu-check-runs/perf-*.h5 "$b"/gpu-check-runs/perf-*.json "$out/" 2>/dev/null
 (cd "$b" && find gpu-check-runs ctest-cuda.log -type f ! -name 'perf-*.h5' -size -12M 2>/dev/null |
   tar -czf "$out/runs.tgz" -T -)
 ls -la "$out"
