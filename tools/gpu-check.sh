@@ -63,7 +63,8 @@
 #          longer than what remains (its row says "deadline"), so the summary and the files
 #          always come back inside a device call's limit. --perf-only: only the perf rows (no
 #          ctest, parity, bf16, report); --perf-runs "single peer fsdp2" (the default) picks them
-#          (also: qwen35 qwen35-peer). --parity "single ddp ..." picks the parity rows (names as
+#          (also: qwen35 qwen35-peer); --perf-args "..." adds hlp-train options to HLP's perf
+#          runs (e.g. --activation-checkpointing). --parity "single ddp ..." picks the parity rows (names as
 #          above, plus nccl1 and bf16; an unknown name is an error).
 set -uo pipefail
 
@@ -72,6 +73,7 @@ bundle="$here/build-gpu-bundle"
 build="$here/build-gpu"
 dry=0 perf=1 configure_only=0 use_bundle=1 only_build=0 skip_build=0 targets="" jobs="$(nproc)"
 peer_export="" run_timeout=120 perf_timeout=240 deadline=0 perf_only=0 perf_runs="single peer fsdp2"
+perf_args=""
 all_parity="single ddp fsdp2 pp tp nccl1 bf16 moe-single moe-ep-ddp moe-ep-fsdp2 moe-bf16 cp-chain cp-allgather cp-alltoall qwen35-single qwen35-bf16"
 parity="$all_parity"
 started=$(date +%s)
@@ -101,6 +103,7 @@ while [ $# -gt 0 ]; do
     --deadline) deadline="$2"; shift 2 ;;
     --perf-only) perf_only=1; shift ;;
     --perf-runs) perf_runs="$2"; shift 2 ;;
+    --perf-args) perf_args="$2"; shift 2 ;;
     --parity) parity="$2"; shift 2 ;;
     -h|--help) sed -n '2,71p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
@@ -588,7 +591,7 @@ EOF
     if OPENBLAS_NUM_THREADS=1 timeout -k 5 "$limit" "$mpiexec" "${mpi_extra[@]}" -n 1 "$bin/hlp-train" \
          --device cuda --comm nccl "${model[@]}" --tokenizer "$tok" --lora-rank 32 --lora-alpha 64 \
          --precision bf16 --seq-len 4096 --micro-batch 1 --global-batch 1 --warmup-steps 2 --lr 1e-4 \
-         --seed 1234 --out "$runs/perf-$s.h5" >"$runs/perf-$s.log" 2>&1; then
+         --seed 1234 $perf_args --out "$runs/perf-$s.h5" >"$runs/perf-$s.log" 2>&1; then
       # first word: the median tokens/s, unformatted (for the ratio); the rest is the row
       d="$("$python" - "$runs/perf-$s.h5" <<'EOF'
 import sys, h5py, numpy as np

@@ -36,13 +36,22 @@ QWEN_TARGETS = ("in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,in_proj_qkvz,in_proj_
 
 
 def linear_path(model):
-    """What the first Gated DeltaNet layer runs: its core and convolution functions."""
+    """What the Gated DeltaNet layers run: the kernel functions a layer holds (flash-linear-
+    attention's and causal-conv1d's when installed, else transformers' torch implementation),
+    whether those packages are installed, and the modeling module's fast-path flag."""
+    import importlib
+    import importlib.util
+    found = {p: importlib.util.find_spec(p) is not None for p in ("fla", "causal_conv1d")}
     for mod in model.modules():
-        core = getattr(mod, "chunk_gated_delta_rule", None)
-        if core is not None:
-            conv = getattr(mod, "causal_conv1d_fn", None)
-            return "%s + %s" % (getattr(core, "__name__", str(core)),
-                                "torch F.conv1d" if conv is None else getattr(conv, "__name__", str(conv)))
+        if "GatedDeltaNet" not in type(mod).__name__:
+            continue
+        fns = ["%s=%s.%s" % (k, getattr(v, "__module__", "?"), getattr(v, "__name__", type(v).__name__))
+               for k, v in sorted(vars(mod).items())
+               if callable(v) and not hasattr(v, "parameters") and ("delta" in k or "conv" in k)]
+        fast = getattr(importlib.import_module(type(mod).__module__), "is_fast_path_available", None)
+        return "%s: %s; fla installed %s, causal-conv1d installed %s%s" % (
+            type(mod).__name__, ", ".join(fns) or "no kernel attributes", found["fla"],
+            found["causal_conv1d"], "" if fast is None else ", is_fast_path_available %s" % fast)
     return "none (no Gated DeltaNet layer)"
 
 
@@ -62,6 +71,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="transformers' gradient_checkpointing_enable (non-reentrant): each "
+                         "decoder layer's activations recomputed in backward")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (CPU)")
     ap.add_argument("--out", default=None, help="write the JSON summary here too")
     a = ap.parse_args()
@@ -90,6 +102,8 @@ def main():
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
         except TypeError:  # transformers 4 names it torch_dtype
             model = AutoModelForCausalLM.from_config(cfg, torch_dtype=dtype, attn_implementation="sdpa")
+    if a.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     targets = [t for t in a.lora_targets.split(",") if t and t in names]
     if not targets:
@@ -111,10 +125,11 @@ def main():
     setup_s = time.perf_counter() - t0
     path = linear_path(model)
     print("[hf-peft step] %s (%s), transformers %s, peft %s, torch %s, linear path: %s, "
-          "attention %s, LoRA on %s, setup %.1f s"
+          "attention %s, gradient checkpointing %s, LoRA on %s, setup %.1f s"
           % (type(model.base_model.model).__name__, cfg.model_type, transformers.__version__,
              peft.__version__, torch.__version__, path,
-             getattr(model.config, "_attn_implementation", "?"), ",".join(targets), setup_s),
+             getattr(model.config, "_attn_implementation", "?"), a.gradient_checkpointing,
+             ",".join(targets), setup_s),
           flush=True)
     losses, times = [], []
     for step in range(a.steps):
@@ -141,7 +156,8 @@ def main():
         "tokens_per_s": B * T / med, "step_time_s": times, "losses": losses,
         "median_step_s": med, "warmup": a.warmup, "micro_batch": B, "seq_len": T,
         "precision": a.precision, "attention": getattr(model.config, "_attn_implementation", "?"),
-        "linear_path": path, "lora_targets": targets, "lora_rank": a.lora_rank,
+        "linear_path": path, "gradient_checkpointing": a.gradient_checkpointing,
+        "lora_targets": targets, "lora_rank": a.lora_rank,
         "lora_alpha": a.lora_alpha,
         "params_total": sum(p.numel() for p in model.parameters()),
         "params_trainable": sum(p.numel() for p in trainable),
