@@ -45,20 +45,21 @@ std::atomic<int64_t> g_comm_thread_cpu_ns{0};
 
 bool is_point_to_point(OpKind kind) { return kind == OpKind::Send || kind == OpKind::Recv; }
 
-void note_blocked(OpKind kind, double start_s, double end_s, Observer* observer) {
-  const double seconds = end_s - start_s;
+void add_blocked(OpKind kind, double seconds) {
   (is_point_to_point(kind) ? t_blocked.p2p_s : t_blocked.collective_s) += seconds;
+  if (kind == OpKind::AllToAll) t_blocked.all_to_all_s += seconds;
   ++t_blocked.waits;
+}
+
+void note_blocked(OpKind kind, double start_s, double end_s, Observer* observer) {
+  add_blocked(kind, end_s - start_s);
   if (observer) observer->on_comm_wait(WaitRecord{kind, start_s, end_s});
 }
 }  // namespace
 
 BlockedTotals this_thread_blocked() { return t_blocked; }
 
-void add_blocked_s(OpKind kind, double seconds) {
-  (is_point_to_point(kind) ? t_blocked.p2p_s : t_blocked.collective_s) += seconds;
-  ++t_blocked.waits;
-}
+void add_blocked_s(OpKind kind, double seconds) { add_blocked(kind, seconds); }
 
 double comm_threads_cpu_s() { return double(g_comm_thread_cpu_ns.load()) * 1e-9; }
 void add_comm_thread_cpu_s(double seconds) {

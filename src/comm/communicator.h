@@ -195,9 +195,12 @@ class Communicator {
 // reduce_scatter, broadcast, barrier) and point-to-point (send, recv). The trainer reads the
 // difference over a step: collectives are exposed communication, point-to-point waits are a
 // pipeline stage waiting for its neighbour (idle time, including the transfer itself).
+// all_to_all_s: the part of collective_s spent in all_to_all (expert parallelism's dispatch,
+// combine and counts; context parallelism's head re-sharding under its all-to-all schemes).
 struct BlockedTotals {
   double collective_s = 0.0;
   double p2p_s = 0.0;
+  double all_to_all_s = 0.0;
   int64_t waits = 0;
 };
 BlockedTotals this_thread_blocked();

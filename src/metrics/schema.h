@@ -144,6 +144,10 @@ inline constexpr const char* kExpertImbalance = "expert_imbalance";
 // The bytes this rank sent by all-to-all in the step (--ep: dispatch and combine, forward and
 // backward, and the counts; to other ranks only); 0 without --ep.
 inline constexpr const char* kAllToAllBytes = "all_to_all_bytes";
+// Of comm_exposed_s: the seconds this rank's compute thread was blocked in all-to-all in the
+// step (--ep's exchanges; with --cp-scheme / --cp-attention alltoall also cp's head
+// re-sharding); 0 without either.
+inline constexpr const char* kAllToAllExposed = "all_to_all_exposed_s";
 // How a step report becomes these metrics: step_report.h (step_metric_fields, step_metrics).
 
 // ---- /model: attributes -------------------------------------------------------------------------

@@ -85,6 +85,7 @@ StepMetrics step_metrics(const StepReport& r, const StepRun& run, int64_t host_r
   if (!r.expert_tokens.empty()) {  // a model with sparse MoE layers (step_extra_metrics' moe)
     m[schema::kExpertImbalance] = r.expert_imbalance;
     m[schema::kAllToAllBytes] = r.all_to_all_bytes;
+    m[schema::kAllToAllExposed] = r.all_to_all_exposed_s;
   }
   fill_memory_metrics(m, r.memory, CategoryBytes{r.param_bytes, r.grad_bytes, r.optimizer_bytes});
   if (run.cuda) {
@@ -102,7 +103,8 @@ std::vector<const char*> step_extra_metrics(bool cuda, bool moe) {
   std::vector<const char*> extra = {schema::kEvalLoss, schema::kPrecisionBf16, schema::kLossScale,
                                     schema::kStepSkipped, schema::kActivationPredicted};
   if (moe)
-    for (const char* m : {schema::kExpertImbalance, schema::kAllToAllBytes}) extra.push_back(m);
+    for (const char* m : {schema::kExpertImbalance, schema::kAllToAllBytes, schema::kAllToAllExposed})
+      extra.push_back(m);
   // GPU runs: the caching allocator's reserved bytes beside the allocated ones
   // (current_bytes / peak_bytes), and the host's resident memory.
   if (cuda)

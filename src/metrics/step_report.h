@@ -31,6 +31,7 @@ struct StepReport {
   double backward_s = 0.0;
   double optimizer_s = 0.0;      // optimizer compute; the grad-norm all-reduce counts as comm
   double comm_exposed_s = 0.0;   // blocked in collectives
+  double all_to_all_exposed_s = 0.0;  // of comm_exposed_s: blocked in all-to-all
   double pipeline_wait_s = 0.0;  // blocked in point-to-point: waiting for a neighbour stage
   double other_s = 0.0;
   // CPU seconds over the step: the whole process, the compute thread, the loader threads and
@@ -42,7 +43,8 @@ struct StepReport {
   // Predicted activation peak of this rank (train/activation_model.h; NaN where not probed).
   double activation_predicted_bytes = std::nan("");
   // Models with sparse MoE layers (schema.h): the worst layer's routing imbalance (global), the
-  // bytes this rank sent by all-to-all, and every sparse layer's slots per expert over every
+  // bytes this rank sent by all-to-all (its time blocked there: all_to_all_exposed_s above,
+  // written for these models only), and every sparse layer's slots per expert over every
   // rank ([layers x experts], the same on every rank; not a step metric: /experts).
   double expert_imbalance = std::nan("");
   double all_to_all_bytes = 0;
@@ -71,14 +73,15 @@ struct StepMetricField {
 };
 const std::vector<StepMetricField>& step_metric_fields();
 
-// Every step metric hlp-train records for `r`: the table above, precision_bf16, expert_imbalance
-// and all_to_all_bytes where the step has expert_tokens (a model with sparse layers), the memory
+// Every step metric hlp-train records for `r`: the table above, precision_bf16, expert_imbalance,
+// all_to_all_bytes and all_to_all_exposed_s where the step has expert_tokens (a model with
+// sparse layers), the memory
 // categories (fill_memory_metrics), throughput and MFU (fill_throughput_metrics) and, on CUDA,
 // reserved_bytes, reserved_peak_bytes and host_rss_bytes (`host_rss_bytes` given by the caller).
 StepMetrics step_metrics(const StepReport& r, const StepRun& run, int64_t host_rss_bytes = 0);
 
 // Step metrics hlp-train writes beyond schema::kStepMetrics (WriterOptions::extra_metrics).
-// `moe`: the model has sparse layers (expert_imbalance, all_to_all_bytes).
+// `moe`: the model has sparse layers (expert_imbalance, all_to_all_bytes, all_to_all_exposed_s).
 std::vector<const char*> step_extra_metrics(bool cuda, bool moe = false);
 
 }  // namespace hlp::metrics

@@ -62,6 +62,7 @@ struct StepStart {
     r.step_time_s = now_s() - wall_s;
     const comm::BlockedTotals blocked_now = comm::this_thread_blocked();
     r.comm_exposed_s = blocked_now.collective_s - blocked.collective_s;
+    r.all_to_all_exposed_s = blocked_now.all_to_all_s - blocked.all_to_all_s;
     r.pipeline_wait_s = blocked_now.p2p_s - blocked.p2p_s;
     r.other_s = r.step_time_s - (r.data_wait_s + r.forward_s + r.backward_s + r.optimizer_s +
                                  r.comm_exposed_s + r.pipeline_wait_s);

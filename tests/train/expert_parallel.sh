@@ -3,7 +3,9 @@
 #   bytes      ddp+ep2 on 2 ranks (small-moe, fp32): every rank's all-to-all bytes, step by step
 #              and summed, equal the closed form of docs/strategies.md for the slots the router
 #              sent (the result file's per-rank routing table); the routing table sums to
-#              tokens x top-k in every step and layer; the imbalance metric is the table's.
+#              tokens x top-k in every step and layer; the imbalance metric is the table's;
+#              the time blocked in the all-to-alls (all_to_all_exposed_s) is > 0 and part of
+#              comm_exposed_s in every step.
 #   refusals   --ep that does not divide the experts or the data-parallel ranks, and --ep on a
 #              model without MoE layers: one error line, exit 2 (every rank: mpiexec's code).
 set -u
@@ -64,6 +66,12 @@ for r in range(world):
     assert per_step.sum() == a2a[r] == want, (r, per_step, a2a[r], want)
     print(f"rank {r}: {out_rows} rows out, {in_rows} rows in over {steps} steps; all-to-all "
           f"{a2a[r]} bytes = the closed form")
+# the time blocked in those all-to-alls is its own part of the exposed communication: > 0 in
+# every step (each is a blocking exchange), never more than comm_exposed_s
+x, comm = f["steps/all_to_all_exposed_s"][:], f["steps/comm_exposed_s"][:]
+assert x.shape == comm.shape == (world, steps), (x.shape, comm.shape)
+assert (x > 0).all() and (x <= comm).all(), (x, comm)
+print(f"all-to-all exposed {x.sum(axis=1)} s of comm_exposed {comm.sum(axis=1)} s (per rank)")
 PY
   ;;
 refusals)
