@@ -539,11 +539,12 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
              {"fsdp", 1, 1, true},      {"fsdp2", 1, 1, true},     {"ddp", 1, 1, false, 2},
              {"fsdp2", 1, 1, false, 2}, {"cp", 1, 2, false, 2},    {"ddp", 1, 1, true, 2},
              {"ddp", 1, 1, false, 2, true}};
-  if (n == 4)
+  if (n == 4)  // ep 4 and ep 2 x dp 2 under ddp and fsdp2; ep x pp and ep x cp under each
     cases = {{"fsdp2", 2, 1, false},    {"ddp", 1, 2, false},      {"pp", 4, 1, false},
              {"cp", 1, 4, false},       {"ddp", 1, 1, true},       {"fsdp2", 1, 1, true},
-             {"ddp", 1, 1, false, 4},   {"fsdp2", 1, 1, false, 2}, {"fsdp2", 2, 1, false, 2},
-             {"ddp", 1, 2, false, 2}};
+             {"ddp", 1, 1, false, 4},   {"fsdp2", 1, 1, false, 4}, {"ddp", 1, 1, false, 2},
+             {"fsdp2", 1, 1, false, 2}, {"pp", 2, 1, false, 2},    {"fsdp2", 2, 1, false, 2},
+             {"ddp", 1, 2, false, 2},   {"fsdp2", 1, 2, false, 2}};
   const std::string fixture = test::source_dir() + "/tests/hf/transformers5/fixtures/qwen3_next_moe_a";
   // the same config with output_router_logits true, in this rank's own directory
   const std::string aux_dir = std::filesystem::temp_directory_path().string() + "/hlp_moe_aux_" +
@@ -582,6 +583,12 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
         m.ep = k.ep;
         const auto got = run(m, test::world());
         check_parity(got, want);
+        if (k.ep > 1) {  // the experts were split: the run says so, every rank exchanged rows
+          REQUIRE(got.outcome.experts.has_value());
+          CHECK(got.outcome.experts->ep == k.ep);
+          REQUIRE(got.outcome.experts->all_to_all_bytes.size() == size_t(n));
+          for (int64_t bytes : got.outcome.experts->all_to_all_bytes) CHECK(bytes > 0);
+        }
         if (k.ep > 1 && std::string(k.strategy) == "ddp") {
           // the closed form of a replica's parameters: the whole model less the (E - E / ep)
           // routed experts of every sparse layer it does not hold, each 3 D I weights and, with
@@ -611,6 +618,36 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
   c.cp = 2;
   CHECK_THROWS_WITH(train::train(c, test::world()),
                     Catch::Contains("--cp splits the tokens of a forward"));
+}
+
+TEST_CASE("mixture of experts: LoRA on the router and the shared expert's gate trains them, "
+          "with the experts split or not", "[parity][moe]") {
+  // `gate` (the router, D -> E) and `shared_expert_gate` (D -> 1) take adapters beside every
+  // projection: each sparse layer adds r (D + E) + r (D + 1) trainable elements, replicated on
+  // every rank (they are not experts), and ddp / fsdp2 with --ep 2 follow single's losses.
+  if (test::world()->size() != 2) return;
+  const std::string fixture = test::source_dir() + "/tests/hf/transformers5/fixtures/qwen3_next_moe_a";
+  const std::string projections = "in_proj_qkvz,in_proj_ba,out_proj,q_proj,k_proj,v_proj,o_proj,"
+                                  "gate_proj,up_proj,down_proj";
+  auto c = test::tiny_config("single", 8);
+  c.model_config = fixture;
+  c.lora_targets = projections;
+  c.lr = 1e-3;
+  const auto plain = run(c, test::self());
+  c.lora_targets = projections + ",gate,shared_expert_gate";
+  const auto want = run(c, test::self());
+  const auto mc = model::hf::read_hf_config(fixture).config;
+  CHECK(want.outcome.params_trainable - plain.outcome.params_trainable ==
+        mc.count_moe_layers() * 8 * ((mc.hidden + mc.moe_experts) + (mc.hidden + 1)));
+  CHECK(want.losses != plain.losses);  // the router's adapters change the routing's gradients
+  for (const char* strategy : {"ddp", "fsdp2"}) {
+    SECTION(std::string(strategy) + " ep 2") {
+      auto m = c;
+      m.strategy = hlp::parallel::parse_strategy(strategy);
+      m.ep = 2;
+      check_parity(run(m, test::world()), want);
+    }
+  }
 }
 
 TEST_CASE("context parallel: configurations that cannot run end with a user error", "[cp]") {

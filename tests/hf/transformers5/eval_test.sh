@@ -27,7 +27,8 @@ for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl q
             qwen3_next_moe_a qwen3_next_moe_b; do
   dir="$FIX/$name"
   common=(--model-config "$dir" --init-from "$dir" --threads 1)
-  "$HLP_EVAL" "${common[@]}" --tokens "$dir/tokens.txt" > "$work/$name.single.jsonl"
+  "$HLP_EVAL" "${common[@]}" --tokens "$dir/tokens.txt" > "$work/$name.single.jsonl" \
+    2> "$work/$name.single.err"
   strategies="ddp fsdp2 pp tp"
   case "$name" in qwen3_5_text_tied|qwen3_5_vl|qwen3_next_moe_*) strategies="ddp fsdp2 pp" ;; esac
   for strategy in $strategies; do
@@ -37,8 +38,31 @@ for name in qwen2_v5 qwen2_v5_tied qwen3_5_text_a qwen3_5_text_tied qwen3_5_vl q
   case "$name" in qwen3_next_moe_*)  # expert parallelism: each rank reads and holds half the experts
     for strategy in ddp fsdp2; do
       "$MPIEXEC" -n 2 "$HLP_EVAL" "${common[@]}" --strategy "$strategy" --ep 2 \
-        --tokens "$dir/tokens.txt" > "$work/$name.$strategy+ep2.jsonl"
+        --tokens "$dir/tokens.txt" > "$work/$name.$strategy+ep2.jsonl" 2> "$work/$name.$strategy+ep2.err"
       strategies="$strategies $strategy+ep2"
+      # each rank filled only its experts' tensors: single's count less, per sparse layer, the
+      # other rank's E / 2 experts' gate / up / down_proj (the per-rank --init-from line; fsdp2
+      # no more: a one-row tensor has no rows on its second rank), and fewer bytes than single
+      /usr/bin/python3 - "$dir/config.json" "$work/$name.single.err" "$work/$name.$strategy+ep2.err" <<'PY'
+import json, re, sys
+cfg = json.load(open(sys.argv[1]))
+L, E = cfg["num_hidden_layers"], cfg["num_experts"]
+sparse = [i for i in range(L) if i not in cfg.get("mlp_only_layers", [])
+          and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0]
+line = re.compile(r"rank (\d+): --init-from .*?: (\d+) tensors, ([\d.]+) MiB read")
+def counts(path):
+    return {int(m.group(1)): (int(m.group(2)), float(m.group(3)))
+            for m in map(line.search, open(path)) if m}
+single, ep = counts(sys.argv[2]), counts(sys.argv[3])
+want = single[0][0] - len(sparse) * (E - E // 2) * 3
+exact = sys.argv[3].endswith(".ddp+ep2.err")
+assert sorted(ep) == [0, 1] and all(n == want if exact else n <= want for n, _ in ep.values()), \
+    (single, ep, want)
+assert all(mib < single[0][1] for _, mib in ep.values()), (single, ep)
+print(f"{sys.argv[3].split('/')[-1][:-4]}: ranks filled {[ep[r][0] for r in (0, 1)]} of the "
+      f"{single[0][0]} tensors ({'=' if exact else '<='} {want}: {len(sparse)} sparse layers x "
+      f"{E - E // 2} experts x 3 left to the other rank)")
+PY
     done ;;
   esac
   tail -n 1 "$dir/tokens.txt" > "$work/$name.long.txt"  # 201 tokens: T = 200, cp 2 zigzag
