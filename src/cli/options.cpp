@@ -13,6 +13,7 @@
 #include "common/enum_names.h"
 #include "common/error.h"
 #include "common/printable.h"
+#include "model/config.h"
 #include "parallel/registry.h"
 
 namespace po = boost::program_options;
@@ -212,16 +213,19 @@ void describe(OptionTable& t, Descriptions& d) {
         "pinned host memory, so several ranks may share one GPU)");
 
   po::options_description model("Model", 100);
-  t.add(model, "model", &C::model,
-        "preset: tiny | small | jet-nemotron-2b | jet-nemotron-4b | gpt2-large");
+  std::string presets;  // the list the preset lookup knows, so the help cannot go stale
+  for (const auto& name : model::preset_names()) presets += (presets.empty() ? "" : " | ") + name;
+  const std::string model_help = "preset: " + presets;
+  t.add(model, "model", &C::model, model_help.c_str());
   t.add(model, "pattern", &C::pattern,
         "layer pattern overriding the preset, one letter a layer: G gated-delta linear, "
         "A full attention, S sliding-window attention (e.g. GGGAGGGS)");
   t.add_choice(model, "gdn-mode", &C::gdn_mode, parse_gdn_mode, print_gdn_mode,
         "Gated DeltaNet core: chunked (parallel, default) | recurrent (token-by-token reference)");
   t.add(model, "model-config", &C::model_config,
-        "Hugging Face config.json (or its directory) of a Jet-Nemotron / Qwen2 model; replaces "
-        "--model (docs/hf-checkpoints.md)");
+        "Hugging Face config.json (or its directory) of a Jet-Nemotron, Qwen2, Qwen3.5 or "
+        "Qwen3-Next (dense or mixture-of-experts) model; replaces --model "
+        "(docs/hf-checkpoints.md)");
   t.add(model, "init-from", &C::init_from,
         "start from pretrained weights: a model directory, a .safetensors file or a "
         "model.safetensors.index.json (Hugging Face names); each rank reads only what it holds");

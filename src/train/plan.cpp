@@ -756,7 +756,8 @@ std::string format_plan(const std::vector<PlanRow>& rows_in, const PlanInputs& i
                 "hlp-plan: model %s, T %d, global batch %d (micro-batch %d), LoRA r %d, %s%s on "
                 "%s\n  memory: %.0f MiB a rank (%s); reserve %.0f MiB + %.0f%% of the peak\n"
                 "  compute: %.4g GFLOP/s peak (%s) at efficiency %.3g (%s); links: %s\n",
-                in.train.model.c_str(), in.train.seq_len, in.train.global_batch,
+                in.train.model_config.empty() ? in.train.model.c_str() : in.model.name.c_str(),
+                in.train.seq_len, in.train.global_batch,
                 in.train.micro_batch, in.train.lora_rank, model::to_string(in.train.precision),
                 in.train.activation_checkpointing ? ", activation checkpointing" : "",
                 in.device.name.c_str(), mib(in.device.memory_bytes), in.device.memory_source.c_str(),
