@@ -6,8 +6,9 @@
 # drift of a shared machine. One table: tokens/s (global; median of the steps after the first,
 # the better repeat), peak per rank (largest over ranks and steps), parameter and gradient
 # bytes per rank, the all-to-all bytes per step and rank, the share of the step blocked in
-# all-to-all waits (the trace's wait:all_to_all on the compute lane) and in the other
-# collectives (comm_exposed_s less the all-to-all waits), and the routing imbalance.
+# all-to-all (the step metric all_to_all_exposed_s, and the same read from the trace's
+# wait:all_to_all events on the compute lane) and in the other collectives (comm_exposed_s less
+# all_to_all_exposed_s), and the routing imbalance.
 #
 # usage: bench/train/run_expert_parallel.sh [BUILD_DIR] [OUT_DIR]
 # Environment (defaults = the numbers in docs/strategies.md, "Expert parallelism"):
@@ -69,6 +70,7 @@ def summary(path):
         a2a = s["all_to_all_bytes"][()][:, 1:].mean()
         imbalance = np.median(s["expert_imbalance"][0, 1:])
         exposed = s["comm_exposed_s"][()][:, 1:].sum()
+        a2a_exposed = s["all_to_all_exposed_s"][()][:, 1:].sum()
         wall = step[:, 1:].sum()
         waits = 0.0
         world = int(f.attrs["world_size"])
@@ -77,21 +79,23 @@ def summary(path):
             for e in f["trace"]["rank%d" % r][()]:
                 if text(e["name"]) == "wait:all_to_all" and int(e["step"]) >= first:
                     waits += float(e["end_s"]) - float(e["start_s"])
-        return tps, peak, params, grads, a2a, waits / wall, (exposed - waits) / wall, imbalance
+        return (tps, peak, params, grads, a2a, a2a_exposed / wall, waits / wall,
+                (exposed - a2a_exposed) / wall, imbalance)
 
 mib = lambda b: b / 2**20
 print("| strategy | tokens/s | peak MiB / rank | params MiB / rank | grads MiB / rank | "
-      "all-to-all MiB / step / rank | all-to-all waits / step | other exposed comm / step | "
-      "routing imbalance |")
+      "all-to-all MiB / step / rank | blocked in all-to-all / step (metric; trace) | "
+      "other exposed comm / step | routing imbalance |")
 print("|---|---|---|---|---|---|---|---|---|")
 rows = {}
 for name in ("ddp", "ddp+ep2", "fsdp2", "fsdp2+ep2"):
     runs = [summary(p) for p in sorted(glob.glob(os.path.join(out, f"{name}-*.h5")))]
     best = max(runs, key=lambda r: r[0])
     rows[name] = best
-    tps, peak, params, grads, a2a, a2a_share, other_share, imb = best
+    tps, peak, params, grads, a2a, a2a_share, trace_share, other_share, imb = best
     print(f"| {name} | {tps:.0f} | {mib(peak):.1f} | {mib(params):.1f} | {mib(grads):.2f} | "
-          f"{mib(a2a):.2f} | {100 * a2a_share:.1f} % | {100 * other_share:.1f} % | {imb:.2f} |")
+          f"{mib(a2a):.2f} | {100 * a2a_share:.1f} %; {100 * trace_share:.1f} % | "
+          f"{100 * other_share:.1f} % | {imb:.2f} |")
 print()
 for base in ("ddp", "fsdp2"):
     a, b = rows[base], rows[base + "+ep2"]
