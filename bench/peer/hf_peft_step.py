@@ -26,10 +26,12 @@ Prints one line per step and a JSON summary (also to --out). Exit 1 on a non-fin
 import argparse
 import json
 import math
-import platform
-import statistics
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import step_loop  # noqa: E402
 
 QWEN_TARGETS = ("in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,in_proj_qkvz,in_proj_ba,out_proj,"
                 "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
@@ -80,7 +82,6 @@ def main():
     if a.steps <= a.warmup:
         raise SystemExit("--steps %d must exceed --warmup %d" % (a.steps, a.warmup))
     import torch
-    import torch.nn.functional as F
     try:
         import transformers
         import peft
@@ -116,12 +117,6 @@ def main():
     V = int(cfg.get_text_config().vocab_size if hasattr(cfg, "get_text_config") else cfg.vocab_size)
     B, T = a.micro_batch, a.seq_len
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    gen = torch.Generator(device=dev).manual_seed(a.seed)
-    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
-    if a.device == "cuda":
-        sync()
-        torch.cuda.reset_peak_memory_stats()
     setup_s = time.perf_counter() - t0
     path = linear_path(model)
     print("[hf-peft step] %s (%s), transformers %s, peft %s, torch %s, linear path: %s, "
@@ -131,50 +126,21 @@ def main():
              getattr(model.config, "_attn_implementation", "?"), a.gradient_checkpointing,
              ",".join(targets), setup_s),
           flush=True)
-    losses, times = [], []
-    for step in range(a.steps):
-        tokens = torch.randint(0, V, (B, T + 1), device=dev, generator=gen)
-        inputs, targets_ids = tokens[:, :-1], tokens[:, 1:]
-        sync()
-        t = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=a.device, dtype=torch.bfloat16,
-                            enabled=a.precision == "bf16"):
-            logits = model(input_ids=inputs).logits
-            loss = F.cross_entropy(logits.reshape(-1, V).float(), targets_ids.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        opt.step()
-        sync()
-        times.append(time.perf_counter() - t)
-        losses.append(loss.item())
-        del logits, loss
-        print("[hf-peft step] step %d loss %.4f step %.3f s tokens/s %.0f"
-              % (step, losses[-1], times[-1], B * T / times[-1]), flush=True)
-    med = statistics.median(times[a.warmup:])
-    out = {
-        "tokens_per_s": B * T / med, "step_time_s": times, "losses": losses,
-        "median_step_s": med, "warmup": a.warmup, "micro_batch": B, "seq_len": T,
-        "precision": a.precision, "attention": getattr(model.config, "_attn_implementation", "?"),
-        "linear_path": path, "gradient_checkpointing": a.gradient_checkpointing,
-        "lora_targets": targets, "lora_rank": a.lora_rank,
-        "lora_alpha": a.lora_alpha,
-        "params_total": sum(p.numel() for p in model.parameters()),
-        "params_trainable": sum(p.numel() for p in trainable),
-        "model": cfg.model_type, "setup_s": setup_s, "torch": torch.__version__,
-        "transformers": transformers.__version__, "peft": peft.__version__,
-        "python": platform.python_version(), "device": a.device,
-    }
-    if a.device == "cuda":
-        out["peak_bytes"] = torch.cuda.max_memory_allocated()
-        out["gpu"] = torch.cuda.get_device_name()
-        out["cuda"] = torch.version.cuda
-    else:
-        out["threads"] = torch.get_num_threads()
+    losses, times = step_loop.timed_steps(lambda ids: model(input_ids=ids).logits, trainable, V, B,
+                                          T, a.steps, a.device, a.precision, a.lr, a.seed,
+                                          "hf-peft step")
+    out = step_loop.summary(
+        losses, times, a.warmup, B, T, a.device, precision=a.precision,
+        attention=getattr(model.config, "_attn_implementation", "?"), linear_path=path,
+        gradient_checkpointing=a.gradient_checkpointing, lora_targets=targets,
+        lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
+        params_total=sum(p.numel() for p in model.parameters()),
+        params_trainable=sum(p.numel() for p in trainable), model=cfg.model_type, setup_s=setup_s,
+        transformers=transformers.__version__, peft=peft.__version__)
     finite = all(math.isfinite(x) for x in losses)
     print("[hf-peft step] %s %s: %.0f tokens/s (median of steps %d-%d), peak %s, finite %s"
           % (out["model"], a.precision, out["tokens_per_s"], a.warmup + 1, a.steps,
-             "%.2f GiB" % (out["peak_bytes"] / 2**30) if "peak_bytes" in out else "n/a", finite),
+             step_loop.peak_text(out), finite),
           flush=True)
     text = json.dumps(out, indent=1)
     if a.out:

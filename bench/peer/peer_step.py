@@ -25,16 +25,14 @@ import argparse
 import json
 import math
 import os
-import platform
-import statistics
 import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hlp_peer_model as pm  # noqa: E402
+import step_loop  # noqa: E402
 
 
 def build(export_dir, device, precision, seed):
@@ -101,51 +99,18 @@ def main():
     T = a.seq_len or int(cfg["data"]["seq_len"])
     B, V = a.micro_batch, int(cfg["model"]["vocab"])
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    gen = torch.Generator(device=dev).manual_seed(a.seed)
-    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
-    if a.device == "cuda":
-        sync()
-        torch.cuda.reset_peak_memory_stats()
     setup_s = time.perf_counter() - t0
-    losses, times = [], []
-    for step in range(a.steps):
-        tokens = torch.randint(0, V, (B, T + 1), device=dev, generator=gen)
-        inputs, targets = tokens[:, :-1], tokens[:, 1:]
-        sync()
-        t = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=a.device, dtype=torch.bfloat16,
-                            enabled=a.precision == "bf16"):
-            logits = model(inputs)
-            loss = F.cross_entropy(logits.reshape(-1, V).float(), targets.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        opt.step()
-        sync()
-        times.append(time.perf_counter() - t)
-        losses.append(loss.item())
-        print("[peer step] step %d loss %.4f step %.3f s tokens/s %.0f"
-              % (step, losses[-1], times[-1], B * T / times[-1]), flush=True)
-    med = statistics.median(times[a.warmup:])
-    out = {
-        "tokens_per_s": B * T / med, "step_time_s": times, "losses": losses,
-        "median_step_s": med, "warmup": a.warmup, "micro_batch": B, "seq_len": T,
-        "precision": a.precision, "attention": pm.CausalSelfAttention.impl,
-        "params_total": sum(p.numel() for p in model.parameters()),
-        "params_trainable": sum(p.numel() for p in trainable),
-        "model": cfg["model"]["name"], "lora": cfg["lora"], "setup_s": setup_s,
-        "torch": torch.__version__, "python": platform.python_version(), "device": a.device,
-    }
-    if a.device == "cuda":
-        out["peak_bytes"] = torch.cuda.max_memory_allocated()
-        out["gpu"] = torch.cuda.get_device_name()
-        out["cuda"] = torch.version.cuda
-    else:
-        out["threads"] = torch.get_num_threads()
+    losses, times = step_loop.timed_steps(model, trainable, V, B, T, a.steps, a.device, a.precision,
+                                          a.lr, a.seed, "peer step")
+    out = step_loop.summary(
+        losses, times, a.warmup, B, T, a.device, precision=a.precision,
+        attention=pm.CausalSelfAttention.impl,
+        params_total=sum(p.numel() for p in model.parameters()),
+        params_trainable=sum(p.numel() for p in trainable),
+        model=cfg["model"]["name"], lora=cfg["lora"], setup_s=setup_s)
     print("[peer step] %s %s %s: %.0f tokens/s (median of steps %d-%d), peak %s, finite %s"
           % (out["model"], a.precision, out["attention"], out["tokens_per_s"], a.warmup + 1,
-             a.steps, "%.2f GiB" % (out["peak_bytes"] / 2**30) if "peak_bytes" in out else "n/a",
+             a.steps, step_loop.peak_text(out),
              all(math.isfinite(x) for x in losses)), flush=True)
     text = json.dumps(out, indent=1)
     if a.out:
