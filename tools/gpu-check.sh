@@ -2,7 +2,7 @@
 # The GPU check of HLP (issue #13), for a Linux machine with an NVIDIA GPU, nvcc, CMake and a
 # PyTorch installation (LibTorch inside it) but no MPI, HDF5 or Boost and no network.
 #
-#   here (Debian 12, network):   tools/gpu-bundle.sh            -> build-gpu-bundle/*.deb (~54 MiB)
+#   here (Debian 12, network):   tools/gpu-bundle.sh            -> build-gpu-bundle/*.deb (~35 MiB)
 #   on the GPU machine:          tools/gpu-check.sh             (or: make gpu-check)
 #   dry run here (no GPU):       tools/gpu-check.sh --cpu-dry-run
 #
