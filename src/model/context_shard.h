@@ -48,6 +48,14 @@ struct SeqLayout {
   std::vector<SeqPiece> pieces_of(int rank) const;  // in position order, with local offsets
   std::vector<SeqPiece> local_pieces() const { return pieces_of(rank); }
   int64_t local_len() const { return seq_len / ranks; }
+  // This rank's tokens outside the sequence's first piece: what the G layers' transition pass
+  // reruns (chain and allgather schemes).
+  int64_t transition_tokens() const {
+    int64_t n = 0;
+    for (const auto& piece : local_pieces())
+      if (piece.index > 0) n += piece.length;
+    return n;
+  }
   // The global positions of this rank's local tokens, [local_len()] int64.
   torch::Tensor positions(const torch::Device& device) const;
   // This rank's columns of a [B, T] tensor (the pieces concatenated).

@@ -51,16 +51,6 @@ std::string pp_check(int pp, const RunFacts& run) {
   return "";
 }
 
-// Which token-mixing layer families the model has: G layers, attention (A or S) layers.
-struct MixingLayers {
-  bool gdn = false, attention = false;
-};
-MixingLayers mixing_layers(const model::ModelConfig& m) {
-  MixingLayers out;
-  for (char k : m.pattern) (k == 'G' ? out.gdn : out.attention) = true;
-  return out;
-}
-
 std::string tp_check(int tp, const RunFacts& run) {
   const model::ModelConfig* m = run.model;
   if (m && m->activation_checkpointing)

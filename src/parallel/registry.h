@@ -60,6 +60,9 @@ inline const char* to_string(CpScheme s) { return enum_name(s, kCpSchemeNames); 
 inline CpScheme parse_cp_scheme(const std::string& text) {
   return parse_enum("cp-scheme", text, kCpSchemeNames);
 }
+// Whether the G layers rerun their pieces' transition pass (chain, allgather: each piece's core
+// starts from its predecessors' state) or not (alltoall: a rank's core sees the whole sequence).
+inline bool runs_transition_pass(CpScheme s) { return s != CpScheme::alltoall; }
 // --cp-attention: how the A and S layers see the keys before their pieces: ring (A: the KV
 // blocks around the cp ring; S: a halo of window - 1 keys and values) | alltoall (queries, keys
 // and values re-sharded from sequence to heads, the layer's own attention over the whole
@@ -84,6 +87,15 @@ struct StrategyEntry {
 
 // What the rules of an axis may read of a run (no LibTorch). A field left at its default is
 // not checked: hlp-sweep knows the mesh but not the model.
+// Which token-mixing layer families a model has: G layers, attention (A or S) layers.
+struct MixingLayers {
+  bool gdn = false, attention = false;
+};
+inline MixingLayers mixing_layers(const model::ModelConfig& m) {
+  const int64_t g = m.count_layers(model::LayerKind::gated_delta);
+  return {g > 0, g < m.num_layers()};
+}
+
 struct RunFacts {
   const model::ModelConfig* model = nullptr;  // its shape and activation checkpointing
   double lora_dropout = 0;

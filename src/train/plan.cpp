@@ -172,8 +172,7 @@ std::vector<PlanCandidate> plan_candidates(int ranks, const model::ModelConfig& 
     } catch (const UserError&) {
     }
     if (c.cp > 1) {  // each exchange scheme of the layer kinds the model has, where it runs
-      bool has_gdn = false, has_attention = false;
-      for (char k : config.pattern) (k == 'G' ? has_gdn : has_attention) = true;
+      const auto [has_gdn, has_attention] = parallel::mixing_layers(config);
       for (const auto& g : parallel::kCpSchemeNames) {
         if (!has_gdn && g.value != parallel::CpScheme::chain) continue;
         for (const auto& a : parallel::kCpAttentionNames) {
@@ -438,13 +437,9 @@ double cp_exchange_s(const PlanInputs& in, const PlanCandidate& c, int64_t B) {
         kv * double(std::max<int64_t>(1, model::attention_kv_repeat(int64_t(Ha), int64_t(kv), p)));
     a_layer = s_layer = 2 * (a2a(b * L * (Ha + 2 * kv_sent) * hd * act) + a2a(b * L * Ha * hd * act));
   }
-  double total = 0;
-  for (int64_t l = 0; l < m.num_layers(); ++l) switch (m.layer_kind(l)) {
-      case model::LayerKind::gated_delta: total += g_layer; break;
-      case model::LayerKind::full_attention: total += a_layer; break;
-      case model::LayerKind::sliding_window: total += s_layer; break;
-    }
-  return total;
+  return double(m.count_layers(model::LayerKind::gated_delta)) * g_layer +
+         double(m.count_layers(model::LayerKind::full_attention)) * a_layer +
+         double(m.count_layers(model::LayerKind::sliding_window)) * s_layer;
 }
 
 }  // namespace
@@ -459,12 +454,11 @@ void predict_time(PlanRow& row, const PlanInputs& in, const parallel::StageSplit
   std::optional<parallel::PipeSpec> spec;
   if (c.pp > 1) spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
   // time: this rank's share of the executed FLOPs (cp: with the G layers' transition pass)
-  // (the alltoall scheme runs no transition pass: a rank's G cores see the whole sequence)
   const auto flops = model::training_flops_per_token(
       in.model, in.lora, t.seq_len,
-      c.cp_scheme == parallel::CpScheme::alltoall
-          ? 1
-          : model::seq_piece_count(c.cp, t.cp_layout == parallel::CpLayout::zigzag));
+      parallel::runs_transition_pass(c.cp_scheme)
+          ? model::seq_piece_count(c.cp, t.cp_layout == parallel::CpLayout::zigzag)
+          : 1);
   const double model_ranks = double(c.pp) * c.tp * c.cp;
   double stage_share = 1.0 / c.pp;
   if (split) {
@@ -646,13 +640,12 @@ std::vector<PlanRow> plan(const PlanInputs& in, const std::vector<PlanCandidate>
       spec = parallel::PipeSpec{c.pp_schedule, c.pp, c.pp_virtual, int(micro)};
       split = parallel::split_stages(in.model, in.lora, t.seq_len, c.pp * c.pp_virtual, t.pp_split);
     }
-    int64_t transition_tokens = 0;  // (the alltoall scheme runs no transition pass)
-    if (c.cp > 1 && c.cp_scheme != parallel::CpScheme::alltoall) {
-      const auto layout = model::make_seq_layout(t.seq_len, c.cp, c.cp - 1,
-                                                 t.cp_layout == parallel::CpLayout::zigzag);
-      for (const auto& piece : layout.local_pieces())
-        if (piece.index > 0) transition_tokens += piece.length;
-    }
+    const int64_t transition_tokens =
+        c.cp > 1 && parallel::runs_transition_pass(c.cp_scheme)
+            ? model::make_seq_layout(t.seq_len, c.cp, c.cp - 1,
+                                     t.cp_layout == parallel::CpLayout::zigzag)
+                  .transition_tokens()
+            : 0;
     double worst = -1;
     for (int stage = 0; stage < c.pp; ++stage)
       for (int dp_rank : {0, c.dp * c.cp - 1}) {

@@ -288,12 +288,10 @@ void predict_activations(Session& s) {
                                    probe, split_backward);
   std::optional<parallel::PipeSpec> spec;
   if (s.pipeline && mesh.pp > 1) spec = s.pipeline->schedule_spec(int(s.split.micro_batches));
-  // cp: this rank's tokens outside the sequence's first piece (the alltoall scheme runs no
-  // transition pass)
-  int64_t transition_tokens = 0;
-  if (s.cp_shard && s.cp_shard->scheme() != parallel::CpScheme::alltoall)
-    for (const auto& piece : s.cp_shard->layout().local_pieces())
-      if (piece.index > 0) transition_tokens += piece.length;
+  const int64_t transition_tokens =
+      s.cp_shard && parallel::runs_transition_pass(s.cp_shard->scheme())
+          ? s.cp_shard->layout().transition_tokens()
+          : 0;
   s.activation_predicted =
       predict_rank_activation(s.activation, s.options.model, mesh.tp, spec ? &*spec : nullptr,
                               spec ? &s.pipeline->split().first_block : nullptr,

@@ -57,6 +57,17 @@ const Trajectory& reference(int lora_rank) {
   return it->second;
 }
 
+// The lean kernels' run of this binary (HLP_TEST_KERNELS=lean, tests/train/CMakeLists.txt).
+bool lean_kernels() { return std::getenv("HLP_TEST_KERNELS") != nullptr; }
+
+// The transformers 5 Qwen3-Next MoE fixture and LoRA on every projection it has (the suffixes
+// reach each expert's and the shared expert's gate / up / down_proj).
+std::string moe_fixture() {
+  return test::source_dir() + "/tests/hf/transformers5/fixtures/qwen3_next_moe_a";
+}
+constexpr const char* kMoeProjections =
+    "in_proj_qkvz,in_proj_ba,out_proj,q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
+
 // Losses within loss_rel_tol (kParityRelTol unless the test says why not), gradient norms 1e-4.
 void check_parity(const Trajectory& got, const Trajectory& want,
                   double loss_rel_tol = test::kParityRelTol) {
@@ -371,12 +382,12 @@ TEST_CASE("pipeline: schedule combinations that cannot run end with a user error
 TEST_CASE("context parallel reproduces single", "[parity][cp]") {
   const int n = test::world()->size();
   // the G layers' state by the chain (every case) and by the allgather scheme (cp over every
-  // rank, with ddp and, in one layout, fsdp2 at 4 ranks); the all-to-all schemes (heads re-sharded: tiny's 2 G heads
-  // and 4 / 2 attention heads over cp 2) alone and with ddp and fsdp2, G and attention alike
-  // and one mixed (the cp 4 all-to-all runs: the Qwen3.5 and small cases below); the lean
-  // kernels' run leaves the 4-rank all-to-all compositions out (they change the layers' kernels,
-  // not the exchange; CI time)
-  const bool lean = std::getenv("HLP_TEST_KERNELS") != nullptr;
+  // rank, with ddp and, in one layout, fsdp2 at 4 ranks); the all-to-all schemes (heads
+  // re-sharded: tiny's 2 G heads and 4 / 2 attention heads over cp 2) alone and with ddp and
+  // fsdp2, G and attention alike and one mixed (the cp 4 all-to-all runs: the Qwen3.5 and small
+  // cases below); the lean kernels' run leaves the 4-rank all-to-all compositions out (they
+  // change the layers' kernels, not the exchange; CI time)
+  const bool lean = lean_kernels();
   struct Case {
     const char* strategy;
     int cp, tp;
@@ -450,7 +461,7 @@ TEST_CASE("context parallel: small (JetBlock dynamic convolution, hybrid pattern
     // the all-to-all schemes: small's 4 G heads and 4 query heads divide over cp 2 and 4 (its
     // 2 KV heads repeated twice at cp 4), in the contiguous layout (zigzag at cp 4: the Qwen3.5
     // case); not again with the lean kernels (CI time)
-    if (std::getenv("HLP_TEST_KERNELS") != nullptr) continue;
+    if (lean_kernels()) continue;
     c.cp_scheme = hlp::parallel::CpScheme::alltoall;
     c.cp_attention = hlp::parallel::CpAttention::alltoall;
     c.cp_layout = hlp::parallel::CpLayout::contiguous;
@@ -523,7 +534,7 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
   // Expert parallelism (ep > 1): each rank holds 8 / ep experts, the rows travel by all-to-all;
   // with ddp and fsdp2 underneath, inside dp (ep 2 x dp 2), beside pp and on the cp ranks. The
   // lean kernels change no MoE code: their run leaves the ep cases out (CI time).
-  const bool lean = std::getenv("HLP_TEST_KERNELS") != nullptr;
+  const bool lean = lean_kernels();
   const int n = test::world()->size();
   struct Case {
     const char* strategy;
@@ -545,7 +556,7 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
              {"ddp", 1, 1, false, 4},   {"fsdp2", 1, 1, false, 4}, {"ddp", 1, 1, false, 2},
              {"fsdp2", 1, 1, false, 2}, {"pp", 2, 1, false, 2},    {"fsdp2", 2, 1, false, 2},
              {"ddp", 1, 2, false, 2},   {"fsdp2", 1, 2, false, 2}};
-  const std::string fixture = test::source_dir() + "/tests/hf/transformers5/fixtures/qwen3_next_moe_a";
+  const std::string fixture = moe_fixture();
   // the same config with output_router_logits true, in this rank's own directory
   const std::string aux_dir = std::filesystem::temp_directory_path().string() + "/hlp_moe_aux_" +
                               std::to_string(::getpid());
@@ -564,8 +575,7 @@ TEST_CASE("Qwen3-Next with sparse MoE layers reproduces single under every strat
   for (int lora_rank : {8, 0}) {
     auto c = test::tiny_config("single", lora_rank);
     c.model_config = aux ? aux_dir : fixture;
-    c.lora_targets = "in_proj_qkvz,in_proj_ba,out_proj,q_proj,k_proj,v_proj,o_proj,gate_proj,"
-                     "up_proj,down_proj";
+    c.lora_targets = kMoeProjections;
     c.lr = 1e-3;
     const auto want = run(c, test::self());
     REQUIRE(want.losses.back() < want.losses.front());
@@ -626,9 +636,8 @@ TEST_CASE("mixture of experts: LoRA on the router and the shared expert's gate t
   // projection: each sparse layer adds r (D + E) + r (D + 1) trainable elements, replicated on
   // every rank (they are not experts), and ddp / fsdp2 with --ep 2 follow single's losses.
   if (test::world()->size() != 2) return;
-  const std::string fixture = test::source_dir() + "/tests/hf/transformers5/fixtures/qwen3_next_moe_a";
-  const std::string projections = "in_proj_qkvz,in_proj_ba,out_proj,q_proj,k_proj,v_proj,o_proj,"
-                                  "gate_proj,up_proj,down_proj";
+  const std::string fixture = moe_fixture();
+  const std::string projections = kMoeProjections;
   auto c = test::tiny_config("single", 8);
   c.model_config = fixture;
   c.lora_targets = projections;
